@@ -1,0 +1,49 @@
+# The habits of this project, in one place. `make test` is the command the
+# README gives and .ci/run calls.
+
+GO      ?= go
+PKGS    ?= ./...
+# Tests that need a service find it (see internal/testenv); CI=true makes a
+# missing one fail instead of skip.
+TESTFLAGS ?= -race -count=1 -timeout 20m
+
+.PHONY: all test test-kafka lint fmt vet staticcheck bench demo build fuzz clean
+
+all: lint test
+
+build:
+	$(GO) build -o bin/flakestream .
+
+test:
+	$(GO) test $(TESTFLAGS) $(PKGS)
+
+lint: fmt vet staticcheck
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+staticcheck:
+	$(GO) tool staticcheck $(PKGS)
+
+# Go benchmarks; the end-to-end figures come from `go run . bench`.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 $(PKGS)
+
+demo:
+	$(GO) run . demo
+
+# A short run of every fuzz target.
+FUZZTIME ?= 20s
+fuzz:
+	@for pkg in ./idgen ./codec; do \
+	  for f in $$($(GO) test -list 'Fuzz.*' $$pkg | grep ^Fuzz); do \
+	    echo "== $$pkg $$f"; $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
+	  done; \
+	done
+
+clean:
+	rm -rf bin

@@ -1,0 +1,140 @@
+package idgen
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed sequencer.lua
+var sequencerLua string
+
+// sequencerScript runs with EVALSHA and falls back to EVAL when Redis does
+// not have it cached (a restart, a failover, SCRIPT FLUSH).
+var sequencerScript = redis.NewScript(sequencerLua)
+
+// DefaultPrefix is the default key prefix of the Redis sequencer.
+const DefaultPrefix = "flakestream"
+
+// ErrRedisReply is a reply from the script that this package cannot read.
+var ErrRedisReply = errors.New("idgen: unexpected reply from the redis sequencer script")
+
+// RedisSettings configures a RedisSequencer.
+type RedisSettings struct {
+	// Client runs the script: a *redis.Client, *redis.ClusterClient or
+	// *redis.Ring. Required.
+	Client redis.Scripter
+	// Prefix namespaces the keys, overriding the default "flakestream".
+	// Keys are "{prefix}:seq:<server>:<worker>" and "{prefix}:layout": the
+	// braces are a hash tag, so on Redis Cluster all of them share a slot.
+	Prefix string
+	// MaxAdoptWait bounds the wait a layout change may impose before its
+	// first number, overriding the default 2s; longer changes are refused
+	// with ErrLayoutChange.
+	MaxAdoptWait time.Duration
+}
+
+// RedisSequencer reserves sequence numbers with one Lua script call per
+// block, by the Redis server's clock. Any number of processes may share one
+// (server, worker) pair through it.
+type RedisSequencer struct {
+	client       redis.Scripter
+	prefix       string
+	layoutKey    string
+	maxAdoptWait int64
+}
+
+// NewRedisSequencer validates the settings and returns a RedisSequencer. It
+// does not contact Redis; the first Reserve does.
+func NewRedisSequencer(s RedisSettings) (*RedisSequencer, error) {
+	if s.Client == nil {
+		return nil, errors.New("idgen: redis sequencer needs a client")
+	}
+	if s.Prefix == "" {
+		s.Prefix = DefaultPrefix
+	}
+	if s.MaxAdoptWait <= 0 {
+		s.MaxAdoptWait = DefaultMaxAdoptWait
+	}
+	tag := "{" + s.Prefix + "}"
+	return &RedisSequencer{client: s.Client, prefix: tag, layoutKey: tag + ":layout", maxAdoptWait: s.MaxAdoptWait.Milliseconds()}, nil
+}
+
+// Key returns the Redis key that holds the state of one (server, worker).
+func (r *RedisSequencer) Key(server, worker int64) string {
+	return r.prefix + ":seq:" + strconv.FormatInt(server, 10) + ":" + strconv.FormatInt(worker, 10)
+}
+
+// Reserve implements Sequencer. Every Redis error comes back wrapped with
+// what was being done; a number is never made up.
+func (r *RedisSequencer) Reserve(ctx context.Context, req Request) (Block, error) {
+	id := req.LayoutID
+	if id == "" {
+		id = req.Layout.fingerprint()
+	}
+	res, err := sequencerScript.Run(ctx, r.client, []string{r.Key(req.Server, req.Worker), r.layoutKey},
+		req.N, req.Layout.MaxSequence(), id, req.Layout.EpochMs(), req.Layout.TimeShift(), r.maxAdoptWait).Slice()
+	if err != nil {
+		return Block{}, fmt.Errorf("redis sequencer script: %w", err)
+	}
+	return parseReply(res, id)
+}
+
+func parseReply(res []any, id string) (Block, error) {
+	ints := make([]int64, 0, 4)
+	for _, v := range res {
+		if i, ok := v.(int64); ok {
+			ints = append(ints, i)
+		}
+	}
+	if len(ints) < 2 {
+		return Block{}, fmt.Errorf("%w: %v", ErrRedisReply, res)
+	}
+	switch ints[0] {
+	case 1:
+		if len(ints) != 4 {
+			return Block{}, fmt.Errorf("%w: %v", ErrRedisReply, res)
+		}
+		return Block{UnixMs: ints[1], First: ints[2], Count: ints[3]}, nil
+	case 0:
+		return Block{Wait: time.Duration(ints[1]) * time.Microsecond}, nil
+	case -1:
+		old := ""
+		if len(res) == 3 {
+			old, _ = res[2].(string)
+		}
+		return Block{}, fmt.Errorf("%w: numbers were issued under layout %s; layout %s could issue no number above them before %s; keep the old layout, or move to new server/worker IDs",
+			ErrLayoutChange, old, id, time.UnixMilli(ints[1]).UTC().Format(time.RFC3339Nano))
+	}
+	return Block{}, fmt.Errorf("%w: %v", ErrRedisReply, res)
+}
+
+// RedisClient returns a client for the Redis at url:
+// redis://[user:password@]host:port/db, or rediss:// for TLS. It does not
+// connect; the first command does, so a worker can start while Redis is down
+// and retry.
+func RedisClient(url string) (*redis.Client, error) {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("idgen: redis url %q: %w", RedactURL(url), err)
+	}
+	return redis.NewClient(opts), nil
+}
+
+// RedactURL hides a password in a URL for error messages and logs.
+func RedactURL(u string) string {
+	opts, err := redis.ParseURL(u)
+	if err != nil || opts.Password == "" {
+		return u
+	}
+	scheme := "redis"
+	if opts.TLSConfig != nil {
+		scheme = "rediss"
+	}
+	return fmt.Sprintf("%s://%s:xxxxx@%s/%d", scheme, opts.Username, opts.Addr, opts.DB)
+}
