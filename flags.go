@@ -23,6 +23,22 @@ func stringFlag(name, value, usage string) cli.Flag {
 	return altsrc.NewStringFlag(&cli.StringFlag{Name: name, Value: value, Usage: usage, EnvVars: envVars(name)})
 }
 
+func stringSliceFlag(name string, value []string, usage string) cli.Flag {
+	f := &cli.StringSliceFlag{Name: name, Usage: usage, EnvVars: envVars(name)}
+	if value != nil {
+		f.Value = cli.NewStringSlice(value...)
+	}
+	return altsrc.NewStringSliceFlag(f)
+}
+
+func durationFlag(name string, value time.Duration, usage string) cli.Flag {
+	return altsrc.NewDurationFlag(&cli.DurationFlag{Name: name, Value: value, Usage: usage, EnvVars: envVars(name)})
+}
+
+func boolFlag(name string, usage string) cli.Flag {
+	return altsrc.NewBoolFlag(&cli.BoolFlag{Name: name, Usage: usage, EnvVars: envVars(name)})
+}
+
 func intFlag(name string, value int, usage string) cli.Flag {
 	return altsrc.NewIntFlag(&cli.IntFlag{Name: name, Value: value, Usage: usage, EnvVars: envVars(name)})
 }
@@ -91,13 +107,16 @@ func parseEpoch(s string) (time.Time, error) {
 }
 
 func identityFlags(required bool) []cli.Flag {
-	usage := " (default 0)"
+	usage, def := "", "0"
 	if required {
-		usage = " (required: no default, so two deployments never share one by accident)"
+		usage, def = " (required: no default, so two deployments never share one by accident)", "none"
+	}
+	mk := func(name, what string) cli.Flag {
+		return altsrc.NewInt64Flag(&cli.Int64Flag{Name: name, Usage: what + usage, DefaultText: def, EnvVars: envVars(name)})
 	}
 	return []cli.Flag{
-		int64Flag("server-id", 0, "server ID written into every number"+usage),
-		int64Flag("worker-id", 0, "worker (business line) ID written into every number"+usage),
+		mk("server-id", "server ID written into every number"),
+		mk("worker-id", "worker (business line) ID written into every number"),
 	}
 }
 
@@ -123,8 +142,9 @@ func redisFlags() []cli.Flag {
 }
 
 // generatorFrom builds the generator the flags describe. kind is "redis" or
-// "memory"; close releases the Redis client.
-func generatorFrom(c *cli.Context, kind string, server, worker int64) (g *idgen.Generator, close func(), err error) {
+// "memory"; wrap, if not nil, wraps the sequencer (to time it); close
+// releases the Redis client.
+func generatorFrom(c *cli.Context, kind string, server, worker int64, wrap func(idgen.Sequencer) idgen.Sequencer) (g *idgen.Generator, close func(), err error) {
 	l, err := layoutFrom(c)
 	if err != nil {
 		return nil, nil, err
@@ -146,6 +166,9 @@ func generatorFrom(c *cli.Context, kind string, server, worker int64) (g *idgen.
 		}
 	default:
 		return nil, nil, &exitError{code: 2, err: fmt.Errorf("--sequencer %q: want redis or memory", kind)}
+	}
+	if wrap != nil {
+		seq = wrap(seq)
 	}
 	g, err = idgen.New(idgen.Settings{Layout: l, ServerID: server, WorkerID: worker, Sequencer: seq})
 	if err != nil {

@@ -65,6 +65,8 @@ func newApp() *cli.App {
 			genCommand(),
 			decodeCommand(),
 			layoutCommand(),
+			runCommand(),
+			demoCommand(),
 		},
 		// Errors are printed once, by run, as one line.
 		ExitErrHandler: func(*cli.Context, error) {},

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/internal/orders"
+	"github.com/flakestream/flakestream/internal/verify"
+	"github.com/flakestream/flakestream/pipeline"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/urfave/cli/v2"
+)
+
+func demoCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "demo",
+		Usage: "run the whole job in one process on embedded Kafka (kfake) and Redis (miniredis), then check it",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "orders", Value: 100000, Usage: "how many order events to number (a few malformed, a few already numbered)"},
+			&cli.IntFlag{Name: "partitions", Value: 4, Usage: "partitions of the demo topics"},
+			&cli.BoolFlag{Name: "json", Usage: "print the summary as one JSON object"},
+			&cli.BoolFlag{Name: "verbose", Usage: "log what the worker does"},
+			&cli.DurationFlag{Name: "timeout", Value: 2 * time.Minute, Usage: "give up after this long"},
+		},
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			n, parts := c.Int("orders"), int32(c.Int("partitions"))
+			if n < 1 || parts < 1 {
+				return &exitError{code: 2, err: fmt.Errorf("--orders and --partitions must be at least 1")}
+			}
+			ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+			defer cancel()
+			log := slog.New(slog.DiscardHandler)
+			if c.Bool("verbose") {
+				log = slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
+			}
+			sum, err := runDemo(ctx, n, parts, log)
+			if err != nil {
+				return fmt.Errorf("demo: %w", err)
+			}
+			if c.Bool("json") {
+				b, _ := json.Marshal(sum.JSON)
+				fmt.Fprintf(c.App.Writer, "%s\n", b)
+			} else {
+				sum.print(c.App.Writer)
+			}
+			if !sum.report.OK() {
+				return fmt.Errorf("demo: the output is not exactly once: %s", sum.report)
+			}
+			return nil
+		},
+	}
+}
+
+// demoJSON is the demo's --json output.
+type demoJSON struct {
+	In            int     `json:"in"`
+	Numbered      int     `json:"numbered"`
+	Passthrough   int     `json:"passthrough"`
+	DLQ           int     `json:"dlq"`
+	UniqueNumbers int     `json:"unique_numbers"`
+	Duplicates    int     `json:"duplicates"`
+	Lost          int     `json:"lost"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+}
+
+type demoSummary struct {
+	JSON    demoJSON
+	report  verify.Report
+	took    time.Duration
+	samples []*kgo.Record
+	layout  idgen.Layout
+	dlq     map[string]int
+}
+
+func runDemo(ctx context.Context, n int, parts int32, log *slog.Logger) (*demoSummary, error) {
+	const input, output, dlqTopic = "orders", "orders.numbered", "orders.dlq"
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, input, output, dlqTopic))
+	if err != nil {
+		return nil, fmt.Errorf("start kfake: %w", err)
+	}
+	defer cluster.Close()
+	brokers := cluster.ListenAddrs()
+	mr, err := miniredis.Run()
+	if err != nil {
+		return nil, fmt.Errorf("start miniredis: %w", err)
+	}
+	defer mr.Close()
+	rc := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rc.Close()
+
+	seq, err := idgen.NewRedisSequencer(idgen.RedisSettings{Client: rc})
+	if err != nil {
+		return nil, err
+	}
+	gen, err := idgen.New(idgen.Settings{ServerID: 1, WorkerID: 1, Sequencer: seq})
+	if err != nil {
+		return nil, err
+	}
+	// A 64 KiB limit, so that the demo's oversized order is dead-lettered.
+	cd, err := codec.New(codec.Config{MaxBytes: 64 << 10})
+	if err != nil {
+		return nil, err
+	}
+
+	// The orders: one in a thousand malformed (every dead-letter class in
+	// turn), two in a thousand already numbered.
+	// The numbered ones carry numbers an earlier run (server 2) issued.
+	earlier, err := gen.Layout().Compose(time.Now().Add(-24*time.Hour).UnixMilli(), 2, 1, 0)
+	if err != nil {
+		return nil, err
+	}
+	inputs := orders.Records(input, parts, n, orders.Mix{BadPerMille: 1, NumberedPerMille: 2}, 200, earlier)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < len(inputs); i += 10000 {
+		if err := prod.ProduceSync(ctx, inputs[i:min(i+10000, len(inputs))]...).FirstErr(); err != nil {
+			prod.Close()
+			return nil, fmt.Errorf("produce orders: %w", err)
+		}
+	}
+	prod.Close()
+
+	w, err := pipeline.NewWorker(pipeline.Brokers(brokers...), pipeline.InputTopics(input), pipeline.OutputTopic(output),
+		pipeline.DLQTopic(dlqTopic), pipeline.Group("flakestream-demo"), pipeline.InstanceID("demo"),
+		pipeline.Numbers(gen), pipeline.Codec(cd), pipeline.Logger(log))
+	if err != nil {
+		return nil, err
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- w.Run(wctx) }()
+	for w.Stats().In < int64(n) {
+		select {
+		case err := <-done:
+			return nil, fmt.Errorf("worker stopped early: %v", err)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("worker numbered %d of %d orders before the timeout", w.Stats().In, n)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	took := time.Since(start)
+	stop()
+	if err := <-done; err != nil {
+		return nil, err
+	}
+
+	out, err := verify.ReadCommitted(ctx, brokers, output)
+	if err != nil {
+		return nil, err
+	}
+	dl, err := verify.ReadCommitted(ctx, brokers, dlqTopic)
+	if err != nil {
+		return nil, err
+	}
+	rep := verify.Check(cd, inputs, out, dl)
+	sum := &demoSummary{report: rep, took: took, layout: gen.Layout(), dlq: map[string]int{}}
+	sum.JSON = demoJSON{
+		In: rep.In, Numbered: rep.Numbered, Passthrough: rep.Passthrough, DLQ: rep.DLQ,
+		UniqueNumbers: rep.Unique, Duplicates: rep.Numbered + rep.Passthrough - rep.Unique, Lost: rep.Lost,
+		RecordsPerSec: float64(n) / took.Seconds(),
+	}
+	for _, d := range dl {
+		class, _ := verify.Header(d, codec.HeaderErrorClass)
+		sum.dlq[class]++
+	}
+	for i := 0; i < len(out) && len(sum.samples) < 3; i += len(out)/3 + 1 {
+		sum.samples = append(sum.samples, out[i])
+	}
+	return sum, nil
+}
+
+func (s *demoSummary) print(w io.Writer) {
+	j := s.JSON
+	fmt.Fprintf(w, "flakestream demo: %d orders numbered in %s (%.0f records/s) on in-process Kafka (kfake) and Redis (miniredis)\n\n",
+		j.In, s.took.Round(time.Millisecond), j.RecordsPerSec)
+	fmt.Fprintf(w, "  in           %7d\n  numbered     %7d\n  passthrough  %7d  (already carried a valid number)\n  dead-lettered%7d  %v\n",
+		j.In, j.Numbered, j.Passthrough, j.DLQ, s.dlq)
+	fmt.Fprintf(w, "  unique numbers %5d, duplicates %d, lost %d: ", j.UniqueNumbers, j.Duplicates, j.Lost)
+	if s.report.OK() {
+		fmt.Fprintln(w, "exactly once, byte for byte, per-partition order kept")
+	} else {
+		fmt.Fprintf(w, "NOT exactly once: %s\n", s.report)
+	}
+	fmt.Fprintf(w, "\nsome numbered orders, decoded (layout %s):\n", s.layout)
+	for _, r := range s.samples {
+		num, _ := verify.Header(r, codec.HeaderNumber)
+		id, _ := idgen.ParseID(num)
+		p, _ := s.layout.Decompose(id)
+		fmt.Fprintf(w, "  %s\n    -> %s\n", trim(r.Value, 110), decoded(p).AppendJSON(nil))
+	}
+}
+
+func trim(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return string(b[:n/2]) + " ... " + string(b[len(b)-n/2:])
+}

@@ -1,0 +1,281 @@
+// Package verify does the exact accounting of a run: every input record
+// must appear exactly once in the output or the dead-letter topic (read
+// read_committed), byte for byte as the worker promises, with unique numbers,
+// and with each input partition's order kept. Tests, the fault suite and the
+// demo all count with it, so they all mean the same thing by "lost" and
+// "duplicated".
+package verify
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flakestream/flakestream/codec"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Report is the accounting of one run.
+type Report struct {
+	In          int // input records
+	Numbered    int // output records that got a new number
+	Passthrough int // output records that kept the number they came with
+	DLQ         int // dead-lettered records
+	Lost        int // input records found in neither output nor DLQ
+	Duplicated  int // extra copies of input records (appearing more than once)
+	Unique      int // distinct numbers in the output
+	Reissued    int // numbers carried by more than one distinct input record
+	// Faults in what was written, each with up to 5 examples in Problems.
+	Mismatched      int // output bytes, key, headers or timestamp not as promised
+	OrderViolations int // an input partition's records out of order, or numbers not increasing
+	Unattributed    int // output records without a valid source header
+	Problems        []string
+}
+
+// OK reports whether the run was exactly once and as promised.
+func (r Report) OK() bool {
+	return r.Lost == 0 && r.Duplicated == 0 && r.Reissued == 0 && r.Mismatched == 0 &&
+		r.OrderViolations == 0 && r.Unattributed == 0 && r.In == r.Numbered+r.Passthrough+r.DLQ
+}
+
+func (r Report) String() string {
+	s := fmt.Sprintf("in=%d numbered=%d passthrough=%d dlq=%d lost=%d duplicated=%d unique_numbers=%d reissued=%d mismatched=%d order_violations=%d unattributed=%d",
+		r.In, r.Numbered, r.Passthrough, r.DLQ, r.Lost, r.Duplicated, r.Unique, r.Reissued, r.Mismatched, r.OrderViolations, r.Unattributed)
+	if len(r.Problems) > 0 {
+		s += "\n  " + strings.Join(r.Problems, "\n  ")
+	}
+	return s
+}
+
+func (r *Report) problem(counter *int, format string, args ...any) {
+	*counter++
+	if len(r.Problems) < 5 {
+		r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+	}
+}
+
+// Header returns the value of the last header named key.
+func Header(r *kgo.Record, key string) (string, bool) {
+	for i := len(r.Headers) - 1; i >= 0; i-- {
+		if r.Headers[i].Key == key {
+			return string(r.Headers[i].Value), true
+		}
+	}
+	return "", false
+}
+
+// Check accounts for inputs against the output and DLQ records. c is the
+// codec the worker ran with.
+func Check(c *codec.Codec, inputs, outputs, dlq []*kgo.Record) Report {
+	rep := Report{In: len(inputs)}
+	byKey := make(map[string]*kgo.Record, len(inputs))
+	for _, r := range inputs {
+		byKey[string(codec.AppendSource(nil, r.Topic, r.Partition, r.Offset))] = r
+	}
+	seen := make(map[string]int, len(inputs))
+	numbers := make(map[int64]string, len(outputs))
+	type placed struct {
+		src     *kgo.Record
+		out     *kgo.Record
+		id      int64
+		renewed bool
+	}
+	var order []placed
+
+	for _, o := range outputs {
+		srcKey, _ := Header(o, codec.HeaderSource)
+		in, ok := byKey[srcKey]
+		if !ok {
+			rep.problem(&rep.Unattributed, "output %s/%d/%d has source %q, not an input record", o.Topic, o.Partition, o.Offset, srcKey)
+			continue
+		}
+		seen[srcKey]++
+		numStr, _ := Header(o, codec.HeaderNumber)
+		id, err := strconv.ParseInt(numStr, 10, 64)
+		if err != nil {
+			rep.problem(&rep.Mismatched, "output for %s: number header %q: %v", srcKey, numStr, err)
+			continue
+		}
+		if prev, dup := numbers[id]; dup && prev != srcKey {
+			rep.problem(&rep.Reissued, "number %d given to %s and %s", id, prev, srcKey)
+		}
+		numbers[id] = srcKey
+		insp := c.Inspect(in.Value)
+		var want []byte
+		switch insp.Kind {
+		case codec.HasNumber:
+			rep.Passthrough++
+			want = in.Value
+			if insp.Number != id {
+				rep.problem(&rep.Mismatched, "passthrough %s: header number %d, value number %d", srcKey, id, insp.Number)
+			}
+		case codec.NeedsNumber:
+			rep.Numbered++
+			want = c.AppendNumbered(nil, in.Value, insp, id)
+		default:
+			rep.problem(&rep.Mismatched, "%s is %s but reached the output", srcKey, insp.Class())
+			continue
+		}
+		if !bytes.Equal(o.Value, want) {
+			rep.problem(&rep.Mismatched, "output for %s: value %q, want %q", srcKey, o.Value, want)
+		}
+		sameRecord(&rep, srcKey, in, o)
+		order = append(order, placed{src: in, out: o, id: id, renewed: insp.Kind == codec.NeedsNumber})
+	}
+	for _, d := range dlq {
+		srcKey, _ := Header(d, codec.HeaderSource)
+		in, ok := byKey[srcKey]
+		if !ok {
+			rep.problem(&rep.Unattributed, "dead letter %s/%d/%d has source %q, not an input record", d.Topic, d.Partition, d.Offset, srcKey)
+			continue
+		}
+		seen[srcKey]++
+		rep.DLQ++
+		if !bytes.Equal(d.Value, in.Value) {
+			rep.problem(&rep.Mismatched, "dead letter for %s: bytes changed", srcKey)
+		}
+		if class, _ := Header(d, codec.HeaderErrorClass); class == "" {
+			rep.problem(&rep.Mismatched, "dead letter for %s has no %s header", srcKey, codec.HeaderErrorClass)
+		}
+		sameRecord(&rep, srcKey, in, d)
+	}
+	for k := range byKey {
+		switch n := seen[k]; {
+		case n == 0:
+			rep.Lost++
+			if len(rep.Problems) < 5 {
+				rep.Problems = append(rep.Problems, "lost "+k)
+			}
+		case n > 1:
+			var extra int
+			rep.problem(&extra, "%s appears %d times", k, n)
+			rep.Duplicated += n - 1
+		}
+	}
+	rep.Unique = len(numbers)
+
+	// Order: within each input partition, sorted by where the worker wrote
+	// them, input offsets and new numbers increase.
+	sort.SliceStable(order, func(i, j int) bool {
+		a, b := order[i].out, order[j].out
+		if a.Partition != b.Partition {
+			return a.Partition < b.Partition
+		}
+		return a.Offset < b.Offset
+	})
+	type tp struct {
+		t string
+		p int32
+	}
+	lastOff := map[tp]int64{}
+	lastID := map[tp]int64{}
+	for _, p := range order {
+		k := tp{p.src.Topic, p.src.Partition}
+		if off, ok := lastOff[k]; ok && p.src.Offset <= off {
+			rep.problem(&rep.OrderViolations, "input %s[%d] offset %d written after offset %d", k.t, k.p, p.src.Offset, off)
+		}
+		lastOff[k] = p.src.Offset
+		if p.renewed {
+			if id, ok := lastID[k]; ok && p.id <= id {
+				rep.problem(&rep.OrderViolations, "input %s[%d] offset %d got number %d, not above the previous %d", k.t, k.p, p.src.Offset, p.id, id)
+			}
+			lastID[k] = p.id
+		}
+	}
+	return rep
+}
+
+// sameRecord checks what the worker keeps: key, timestamp, and the input's
+// headers, in order, ahead of the ones it adds.
+func sameRecord(rep *Report, srcKey string, in, out *kgo.Record) {
+	if !bytes.Equal(in.Key, out.Key) {
+		rep.problem(&rep.Mismatched, "%s: key %q became %q", srcKey, in.Key, out.Key)
+	}
+	if !in.Timestamp.Equal(out.Timestamp) {
+		rep.problem(&rep.Mismatched, "%s: timestamp %s became %s", srcKey, in.Timestamp, out.Timestamp)
+	}
+	if len(out.Headers) < len(in.Headers) {
+		rep.problem(&rep.Mismatched, "%s: headers lost", srcKey)
+		return
+	}
+	for i, h := range in.Headers {
+		if out.Headers[i].Key != h.Key || !bytes.Equal(out.Headers[i].Value, h.Value) {
+			rep.problem(&rep.Mismatched, "%s: header %d %q changed", srcKey, i, h.Key)
+			return
+		}
+	}
+}
+
+// ReadCommitted reads every committed record of topics from the start, as a
+// read_committed consumer outside any group, up to the end offsets the
+// topics have when it starts (an open transaction holds it until it ends),
+// or until ctx ends.
+func ReadCommitted(ctx context.Context, brokers []string, topics ...string) ([]*kgo.Record, error) {
+	// Control records (transaction markers) are kept so that the reader
+	// sees its position reach the end offset even when the last offsets of
+	// a partition are markers, which consumers never see as data.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.KeepControlRecords())
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	offs, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("end offsets of %v: %w", topics, err)
+	}
+	left := map[string]map[int32]int64{}
+	offs.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Offset > 0 {
+			if left[o.Topic] == nil {
+				left[o.Topic] = map[int32]int64{}
+			}
+			left[o.Topic][o.Partition] = o.Offset
+		}
+	})
+	var out []*kgo.Record
+	for !reached(left) {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return out, fmt.Errorf("read %v: %w (have %d records, partitions left %v)", topics, ctx.Err(), len(out), left)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := left[r.Topic][r.Partition]; ok && r.Offset+1 >= end {
+				delete(left[r.Topic], r.Partition)
+			}
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+		})
+	}
+	return out, nil
+}
+
+func reached(ends map[string]map[int32]int64) bool {
+	for _, m := range ends {
+		if len(m) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitFor polls check every 100ms until it returns true or timeout passes.
+func WaitFor(timeout time.Duration, check func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if check() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,173 @@
+package pipeline
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/internal/orders"
+	"github.com/flakestream/flakestream/internal/verify"
+)
+
+// produceInChunks writes n orders in chunks with a pause between them, so
+// that faults land while records flow.
+func (e *env) produceInChunks(t *testing.T, n, chunk int, pause time.Duration, mix orders.Mix) {
+	t.Helper()
+	for done := 0; done < n; done += chunk {
+		e.produce(t, min(chunk, n-done), mix)
+		time.Sleep(pause)
+	}
+}
+
+// Two workers in one group, a third joining and the first leaving while
+// records flow: every rebalance aborts the open transaction, and the output
+// is still exactly once.
+func TestWorkerRebalance(t *testing.T) {
+	e := newEnv(t, 6)
+	a := e.start(t, "a", MaxPollRecords(500))
+	e.produceInChunks(t, 6000, 1000, 100*time.Millisecond, orders.Mix{BadPerMille: 5})
+	b := e.start(t, "b", MaxPollRecords(500))
+	e.produceInChunks(t, 6000, 1000, 100*time.Millisecond, orders.Mix{BadPerMille: 5})
+	a.stop(t)
+	e.produceInChunks(t, 6000, 1000, 100*time.Millisecond, orders.Mix{BadPerMille: 5})
+	rep := e.waitOutput(t, 90*time.Second)
+	requireExactlyOnce(t, rep)
+	sa, sb := a.w.Stats(), b.w.Stats()
+	if sa.In == 0 || sb.In == 0 {
+		t.Fatalf("one worker did nothing, so there was no rebalance to survive: a %+v, b %+v", sa, sb)
+	}
+	if sa.In+sb.In != int64(len(e.inputs)) {
+		t.Fatalf("workers committed %d+%d records of %d", sa.In, sb.In, len(e.inputs))
+	}
+}
+
+// Redis stopped mid-stream: the worker aborts, reports not ready, retries
+// with backoff, and resumes by itself when Redis is back. Nothing is
+// produced without a number, nothing is lost or duplicated.
+func TestWorkerRedisOutage(t *testing.T) {
+	e := newEnv(t, 3)
+	if !e.redis.CanRestart() {
+		t.Skipf("cannot stop a %s Redis", e.redis.Kind)
+	}
+	wk := e.start(t, "a", MaxPollRecords(500))
+	e.produceInChunks(t, 3000, 1000, 50*time.Millisecond, orders.Mix{})
+	if !verify.WaitFor(30*time.Second, func() bool { return wk.w.Stats().In >= 3000 }) {
+		t.Fatalf("worker did not catch up before the outage: %+v", wk.w.Stats())
+	}
+	e.redis.Stop(t)
+	e.produce(t, 3000, orders.Mix{})
+	if !verify.WaitFor(15*time.Second, func() bool { return wk.w.Stats().Aborted > 0 }) {
+		t.Fatalf("no transaction aborted while Redis was down: %+v", wk.w.Stats())
+	}
+	if err := wk.w.Ready(); err == nil || !errors.Is(err, ErrRedisDown) {
+		t.Fatalf("Ready() = %v during the outage, want ErrRedisDown", err)
+	}
+	inDuringOutage := wk.w.Stats().In
+	time.Sleep(2 * time.Second)
+	if got := wk.w.Stats().In; got != inDuringOutage {
+		t.Fatalf("records committed while Redis was down: %d -> %d", inDuringOutage, got)
+	}
+	e.redis.Start(t)
+	e.produce(t, 3000, orders.Mix{})
+	rep := e.waitOutput(t, 60*time.Second)
+	requireExactlyOnce(t, rep)
+	if err := wk.w.Ready(); err != nil {
+		t.Fatalf("not ready after Redis came back: %v", err)
+	}
+	t.Logf("stats: %+v", wk.w.Stats())
+}
+
+// Every dead-letter class goes to the DLQ with its bytes untouched and
+// headers that say why and where from; the counts balance.
+func TestWorkerDeadLetters(t *testing.T) {
+	e := newEnv(t, 2)
+	e.produce(t, 3000, orders.Mix{BadPerMille: 60})
+	wk := e.start(t, "a")
+	rep := e.waitOutput(t, 60*time.Second)
+	requireExactlyOnce(t, rep)
+	dlq, err := readTopic(e, e.dlq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byClass := map[string]int{}
+	for _, d := range dlq {
+		class, _ := verify.Header(d, codec.HeaderErrorClass)
+		msg, _ := verify.Header(d, codec.HeaderError)
+		src, _ := verify.Header(d, codec.HeaderSource)
+		if msg == "" || !strings.HasPrefix(src, e.input+"/") {
+			t.Fatalf("dead letter without reason or source: %q %q", msg, src)
+		}
+		byClass[class]++
+	}
+	for _, k := range orders.BadKinds {
+		if byClass[k.Class()] == 0 {
+			t.Errorf("no dead letter of class %s: %v", k.Class(), byClass)
+		}
+	}
+	wk.stop(t)
+	if s := wk.w.Stats(); s.DLQ != int64(len(dlq)) || s.In != s.Numbered+s.Passthrough+s.DLQ {
+		t.Fatalf("stats %+v, %d dead letters", s, len(dlq))
+	}
+}
+
+// A group with no committed offsets starts at the earliest offset by
+// default; with StartLatest it skips what is already there.
+func TestWorkerStartLatest(t *testing.T) {
+	e := newEnv(t, 1)
+	e.produce(t, 100, orders.Mix{})
+	wk := e.start(t, "a", Start(StartLatest))
+	if !verify.WaitFor(20*time.Second, func() bool { return wk.w.Ready() == nil }) {
+		t.Fatalf("worker never became ready: %v", wk.w.Ready())
+	}
+	time.Sleep(500 * time.Millisecond)
+	e.inputs = e.inputs[:0]
+	e.produce(t, 50, orders.Mix{})
+	rep := e.waitOutput(t, 30*time.Second)
+	requireExactlyOnce(t, rep)
+	if s := wk.w.Stats(); s.In != 50 {
+		t.Fatalf("a latest-starting worker numbered %d records, want the 50 new ones", s.In)
+	}
+}
+
+func TestWorkerRefusesMissingOutputTopic(t *testing.T) {
+	e := newEnv(t, 1)
+	w, err := NewWorker(Brokers(e.kafka.Addrs...), InputTopics(e.input), OutputTopic(e.input+".nope"),
+		Group("g"), Numbers(e.generator(t, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if err := w.Run(ctx); !errors.Is(err, ErrMissingTopic) || !strings.Contains(err.Error(), "--create-topics") {
+		t.Fatalf("Run = %v, want ErrMissingTopic naming the fix", err)
+	}
+}
+
+func TestNewWorkerValidates(t *testing.T) {
+	cases := []struct {
+		name string
+		opts []Opt
+		want error
+	}{
+		{"no brokers", []Opt{InputTopics("a"), OutputTopic("b"), Group("g"), NumberingOff()}, ErrNoBrokers},
+		{"no input", []Opt{Brokers("x"), OutputTopic("b"), Group("g"), NumberingOff()}, ErrNoInput},
+		{"no output", []Opt{Brokers("x"), InputTopics("a"), Group("g"), NumberingOff()}, ErrNoOutput},
+		{"no group", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), NumberingOff()}, ErrNoGroup},
+		{"no numberer", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), Group("g")}, ErrNoNumberer},
+		{"output is input", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("a"), Group("g"), NumberingOff()}, ErrSameTopic},
+		{"bad start", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), Group("g"), NumberingOff(), Start("middle")}, ErrBadConfig},
+		{"short txn timeout", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), Group("g"), NumberingOff(), TransactionTimeout(time.Millisecond)}, ErrBadConfig},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := NewWorker(c.opts...); !errors.Is(err, c.want) {
+				t.Fatalf("NewWorker = %v, want %v", err, c.want)
+			}
+		})
+	}
+	w, err := NewWorker(Brokers("x"), InputTopics("in"), OutputTopic("out"), Group("g"), InstanceID("pod-7"), NumberingOff())
+	if err != nil || w.TransactionalID() != "flakestream-g-pod-7" || w.cfg.dlq != "in.dlq" {
+		t.Fatalf("defaults: %v %q %q", err, w.TransactionalID(), w.cfg.dlq)
+	}
+}

@@ -1,0 +1,168 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/flakestream/flakestream/idgen"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// workerMetrics are the worker's own metrics; franz-go's client metrics come
+// from plugin/kprom on the same registry.
+type workerMetrics struct {
+	in, numbered, passthrough, dlqTotal, repeats, dropped prometheus.Counter
+	dlq                                                   *prometheus.CounterVec
+	txns                                                  *prometheus.CounterVec
+	batchSeconds                                          prometheus.Histogram
+	lag                                                   *prometheus.GaugeVec
+}
+
+func newWorkerMetrics(reg prometheus.Registerer) *workerMetrics {
+	f := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "flakestream", Name: name, Help: help})
+	}
+	m := &workerMetrics{
+		in:          f("records_in_total", "Records consumed and committed: numbered + passthrough + dead-lettered."),
+		numbered:    f("records_numbered_total", "Records given a new number and committed."),
+		passthrough: f("records_passthrough_total", "Records that already carried a valid number, passed through unchanged."),
+		dlqTotal:    f("records_dlq_total", "Records sent to the dead-letter topic."),
+		repeats:     f("records_repeat_total", "Records whose idempotency key already had a number."),
+		dropped:     f("records_repeat_dropped_total", "Repeats dropped (--on-repeat drop)."),
+		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flakestream", Name: "dlq_records_total",
+			Help: "Dead-lettered records by error class."}, []string{"class"}),
+		txns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flakestream", Name: "transactions_total",
+			Help: "Transactions ended, by result (committed, aborted)."}, []string{"result"}),
+		batchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "flakestream", Name: "batch_seconds",
+			Help: "Time from poll to committed transaction.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "flakestream", Name: "consumer_lag",
+			Help: "Records between the group's committed offset and the end of each input partition."}, []string{"topic", "partition"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.in, m.numbered, m.passthrough, m.dlqTotal, m.repeats, m.dropped, m.dlq, m.txns, m.batchSeconds, m.lag)
+	}
+	return m
+}
+
+func (m *workerMetrics) committed(c counts, took time.Duration) {
+	m.in.Add(float64(c.in))
+	m.numbered.Add(float64(c.numbered))
+	m.passthrough.Add(float64(c.passthrough))
+	m.dlqTotal.Add(float64(c.dlq))
+	m.repeats.Add(float64(c.repeats))
+	m.dropped.Add(float64(c.dropped))
+	for class, n := range c.dlqByClass {
+		m.dlq.WithLabelValues(string(class)).Add(float64(n))
+	}
+	m.txns.WithLabelValues("committed").Inc()
+	m.batchSeconds.Observe(took.Seconds())
+}
+
+// RegisterGenerator exports a generator's counters: numbers issued,
+// sequencer round trips, overflow waits and the time spent waiting.
+func RegisterGenerator(reg prometheus.Registerer, g *idgen.Generator) {
+	f := func(name, help string, v func(idgen.Stats) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "flakestream", Name: name, Help: help},
+			func() float64 { return v(g.Stats()) })
+	}
+	reg.MustRegister(
+		f("numbers_issued_total", "Numbers issued by this process (numbers of aborted transactions are gaps).", func(s idgen.Stats) float64 { return float64(s.Numbers) }),
+		f("sequencer_reservations_total", "Sequencer round trips that returned a block.", func(s idgen.Stats) float64 { return float64(s.Reservations) }),
+		f("overflow_waits_total", "Waits for the next millisecond because one was full (or the clock was behind).", func(s idgen.Stats) float64 { return float64(s.Waits) }),
+		f("overflow_wait_seconds_total", "Time spent in those waits.", func(s idgen.Stats) float64 { return s.Waited.Seconds() }),
+	)
+}
+
+// TimedSequencer records the latency of every sequencer round trip.
+type TimedSequencer struct {
+	idgen.Sequencer
+	hist prometheus.Observer
+}
+
+// NewTimedSequencer wraps s and registers flakestream_sequencer_seconds.
+func NewTimedSequencer(s idgen.Sequencer, reg prometheus.Registerer) *TimedSequencer {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "flakestream", Name: "sequencer_seconds",
+		Help: "Latency of one sequencer (Redis) round trip.", Buckets: prometheus.ExponentialBuckets(0.00005, 2, 14)})
+	reg.MustRegister(h)
+	return &TimedSequencer{Sequencer: s, hist: h}
+}
+
+// Reserve implements idgen.Sequencer.
+func (t *TimedSequencer) Reserve(ctx context.Context, req idgen.Request) (idgen.Block, error) {
+	start := time.Now()
+	b, err := t.Sequencer.Reserve(ctx, req)
+	t.hist.Observe(time.Since(start).Seconds())
+	return b, err
+}
+
+// trackLag refreshes the lag gauge from the group's committed offsets and
+// the partitions' end offsets until ctx ends.
+func trackLag(ctx context.Context, adm *kadm.Client, group string, g *prometheus.GaugeVec, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		lags, err := adm.Lag(ctx, group)
+		if err == nil {
+			for _, l := range lags {
+				if l.Error() != nil {
+					continue
+				}
+				for topic, ps := range l.Lag {
+					for p, ml := range ps {
+						if ml.Err == nil {
+							g.WithLabelValues(topic, itoa(int64(p))).Set(float64(ml.Lag))
+						}
+					}
+				}
+			}
+		} else if ctx.Err() == nil {
+			log.Debug("consumer lag unavailable", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Serve serves /metrics from reg, /healthz, and /readyz (ready reports why
+// not, or nil) on addr until ctx ends. extra adds handlers (the audit page).
+func Serve(ctx context.Context, addr string, reg *prometheus.Registry, ready func() error, extra map[string]http.Handler, log *slog.Logger) (net.Addr, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	for path, h := range extra {
+		mux.Handle(path, h)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server stopped", "err", err)
+		}
+	}()
+	return l.Addr(), nil
+}
