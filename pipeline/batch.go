@@ -12,7 +12,7 @@ import (
 // + dlq, always: every record has exactly one fate.
 type counts struct {
 	in, numbered, passthrough, dlq, repeats, dropped int
-	dlqByClass                                     map[codec.Class]int
+	dlqByClass                                       map[codec.Class]int
 }
 
 func (c *counts) add(o counts) {

@@ -236,5 +236,6 @@ func Registerer(r prometheus.Registerer) Opt { return func(c *cfg) { c.registere
 
 // KafkaOpts adds franz-go options (TLS, SASL, tuning). They are applied
 // after the worker's own, so they override them.
-func KafkaOpts(opts ...kgo.Opt) Opt { return func(c *cfg) { c.kafkaOpts = append(c.kafkaOpts, opts...) } }
-
+func KafkaOpts(opts ...kgo.Opt) Opt {
+	return func(c *cfg) { c.kafkaOpts = append(c.kafkaOpts, opts...) }
+}
