@@ -1,0 +1,157 @@
+package codec
+
+import (
+	"errors"
+	"strconv"
+)
+
+// Class names why a record went to the dead-letter topic. Its string is the
+// value of the [HeaderErrorClass] header, so dashboards can group dead
+// letters without parsing messages.
+type Class string
+
+// Error classes. The order of the first six is also their precedence: a value
+// with several problems is reported under the first class that applies, so a
+// given value always lands in the same class.
+const (
+	// ClassTooLarge: the value is longer than Config.MaxBytes; it was not
+	// scanned.
+	ClassTooLarge Class = "too_large"
+	// ClassInvalidUTF8: some bytes of the value, inside a string or not, are
+	// not UTF-8.
+	ClassInvalidUTF8 Class = "invalid_utf8"
+	// ClassNotJSON: the value is not well-formed JSON (RFC 8259).
+	ClassNotJSON Class = "not_json"
+	// ClassNotObject: the value is JSON, but its top level is not an object.
+	ClassNotObject Class = "not_object"
+	// ClassDuplicateField: the number field appears more than once at the
+	// top level, so which one counts is ambiguous.
+	ClassDuplicateField Class = "duplicate_field"
+	// ClassInvalidNumber: the number field holds something other than null,
+	// a non-negative int64 or a string of its decimal digits, or the
+	// number failed Config.Valid.
+	ClassInvalidNumber Class = "invalid_number"
+	// ClassMissingKey: an idempotency key that is required is absent, null,
+	// or of a type that cannot be a key. Inspect never reports it; the
+	// worker does, after [Field].
+	ClassMissingKey Class = "missing_key"
+)
+
+// Dead-letter and numbered-record header names.
+const (
+	// HeaderNumber carries the record's number in decimal, so consumers can
+	// route on it without parsing the value.
+	HeaderNumber = "flakestream-number"
+	// HeaderSource says where a record came from, as "topic/partition/offset"
+	// (see [AppendSource] and [ParseSource]).
+	HeaderSource = "flakestream-source"
+	// HeaderErrorClass carries a [Class] on a dead letter.
+	HeaderErrorClass = "flakestream-error-class"
+	// HeaderError carries the human-readable reason on a dead letter.
+	HeaderError = "flakestream-error"
+	// HeaderRepeat marks a record that the worker numbered again with a
+	// number it had already issued for the same idempotency key.
+	HeaderRepeat = "flakestream-repeat"
+)
+
+// Sentinel errors. Every [InputError] unwraps to the one for its class, so
+// callers can test with errors.Is.
+var (
+	ErrTooLarge           = errors.New("value is larger than the size limit")
+	ErrInvalidUTF8        = errors.New("value is not valid utf-8")
+	ErrNotJSON            = errors.New("value is not well-formed json")
+	ErrNotObject          = errors.New("value is not a json object")
+	ErrDuplicateField     = errors.New("field appears more than once")
+	ErrInvalidNumber      = errors.New("number field holds no valid number")
+	ErrMissingKey         = errors.New("idempotency key is missing")
+	ErrInvalidConfig      = errors.New("invalid codec configuration")
+	ErrInvalidSource      = errors.New("invalid source")
+	ErrInvalidAuditRecord = errors.New("invalid audit record")
+)
+
+// Err returns the sentinel error for c, or nil for an unknown class.
+func (c Class) Err() error {
+	switch c {
+	case ClassTooLarge:
+		return ErrTooLarge
+	case ClassInvalidUTF8:
+		return ErrInvalidUTF8
+	case ClassNotJSON:
+		return ErrNotJSON
+	case ClassNotObject:
+		return ErrNotObject
+	case ClassDuplicateField:
+		return ErrDuplicateField
+	case ClassInvalidNumber:
+		return ErrInvalidNumber
+	case ClassMissingKey:
+		return ErrMissingKey
+	}
+	return nil
+}
+
+// ClassOf returns the class of err: the Class of an [*InputError] in its
+// chain, else the class whose sentinel it wraps, else "". The worker writes
+// the result to [HeaderErrorClass].
+func ClassOf(err error) Class {
+	if err == nil {
+		return ""
+	}
+	if ie, ok := errors.AsType[*InputError](err); ok {
+		return ie.Class
+	}
+	for _, c := range [...]Class{ClassTooLarge, ClassInvalidUTF8, ClassNotJSON, ClassNotObject,
+		ClassDuplicateField, ClassInvalidNumber, ClassMissingKey} {
+		if errors.Is(err, c.Err()) {
+			return c
+		}
+	}
+	return ""
+}
+
+// InputError says what is wrong with a record value and where, so a dead
+// letter can be fixed without guessing.
+type InputError struct {
+	// Class is why the value was rejected.
+	Class Class
+	// Offset is the byte offset in the value where the problem was found.
+	Offset int
+	// Msg describes the problem.
+	Msg string
+	// Err is the underlying cause, if any (for example the error returned by
+	// Config.Valid); nil otherwise.
+	Err error
+}
+
+// Error reports the class, the offset and the reason on one line.
+func (e *InputError) Error() string {
+	b := make([]byte, 0, 64+len(e.Msg))
+	b = append(b, "codec: "...)
+	if e.Class != "" {
+		b = append(b, e.Class...)
+		b = append(b, ' ')
+	}
+	b = append(b, "at byte "...)
+	b = strconv.AppendInt(b, int64(e.Offset), 10)
+	b = append(b, ": "...)
+	b = append(b, e.Msg...)
+	if e.Err != nil {
+		b = append(b, ": "...)
+		b = append(b, e.Err.Error()...)
+	}
+	return string(b)
+}
+
+// Unwrap returns the sentinel for e.Class and, if set, e.Err, so errors.Is
+// and errors.As match either. (As a multi-error Unwrap, errors.Unwrap does
+// not follow it.)
+func (e *InputError) Unwrap() []error {
+	errs := make([]error, 0, 2)
+	if s := e.Class.Err(); s != nil {
+		errs = append(errs, s)
+	}
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	return errs
+}
