@@ -67,6 +67,7 @@ func newApp() *cli.App {
 			layoutCommand(),
 			runCommand(),
 			demoCommand(),
+			benchCommand(),
 		},
 		// Errors are printed once, by run, as one line.
 		ExitErrHandler: func(*cli.Context, error) {},

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"strconv"
+	"sync"
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -15,42 +16,61 @@ type counts struct {
 	dlqByClass                                       map[codec.Class]int
 }
 
-func (c *counts) add(o counts) {
-	c.in += o.in
-	c.numbered += o.numbered
-	c.passthrough += o.passthrough
-	c.dlq += o.dlq
-	c.repeats += o.repeats
-	c.dropped += o.dropped
+// batch turns one poll's records into the records of one transaction. The
+// records are split by input partition into shards that are processed in
+// parallel: every partition stays in one shard, processed in offset order,
+// and each shard takes its numbers in order, so each partition's numbers
+// still increase. A shard's memory (values, headers, records) is reused from
+// one transaction to the next, so the hot path allocates only when a batch
+// is larger than any before it.
+type batch struct {
+	cfg      *cfg
+	numberer Numberer // the configured one, or a prefetcher over it
+	shards   []*shard
+
+	outParts, dlqParts int32
+	counts             counts
 }
 
-// batch turns one poll's records into the records of one transaction. Its
-// memory (values, headers, records) is reused from one transaction to the
-// next, so the hot path allocates only when a batch is larger than any
-// before it.
-type batch struct {
-	cfg *cfg
-
+type shard struct {
+	b     *batch
 	in    []*kgo.Record
 	insp  []codec.Inspection
 	ids   []int64
 	arena []byte
 	hdrs  []kgo.RecordHeader
 	recs  []kgo.Record
-	out   []*kgo.Record
 
-	outParts, dlqParts int32
-	counts             counts
+	counts counts
 }
 
-// reset prepares the batch for the records of one poll.
+// reset prepares the batch for the records of one poll, dealing whole
+// partitions to the shards in turn.
 func (b *batch) reset(fetches kgo.Fetches) {
-	b.in = b.in[:0]
-	fetches.EachRecord(func(r *kgo.Record) { b.in = append(b.in, r) })
-	b.insp = grow(b.insp, len(b.in))
-	b.recs = grow(b.recs, len(b.in))
-	b.out = b.out[:0]
-	b.counts = counts{in: len(b.in)}
+	n := max(b.cfg.parallelism, 1)
+	for len(b.shards) < n {
+		b.shards = append(b.shards, &shard{b: b})
+	}
+	for _, sh := range b.shards {
+		sh.in = sh.in[:0]
+	}
+	k, total := 0, 0
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		if len(p.Records) == 0 {
+			return
+		}
+		sh := b.shards[k%n]
+		k++
+		sh.in = append(sh.in, p.Records...)
+		total += len(p.Records)
+	})
+	for _, sh := range b.shards {
+		sh.insp = grow(sh.insp, len(sh.in))
+		sh.recs = grow(sh.recs, len(sh.in))
+		sh.arena, sh.hdrs = sh.arena[:0], sh.hdrs[:0]
+		sh.counts = counts{in: len(sh.in)}
+	}
+	b.counts = counts{in: total}
 }
 
 func grow[T any](s []T, n int) []T {
@@ -60,28 +80,93 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// prepare inspects every record, reserves the numbers the batch needs in as
-// few sequencer round trips as the layout allows, and builds the output
-// records. Records are numbered in fetch order, so the numbers of each input
-// partition increase in offset order. On error nothing of the batch may be
-// produced; the caller aborts the transaction.
-func (b *batch) prepare(ctx context.Context) error {
-	if !b.cfg.numbering {
-		b.copyThrough()
+// process runs every shard (in parallel when there are several with
+// records), handing each output record to produce as soon as it is built,
+// and adds up their counts. produce must be safe for concurrent use. On
+// error the caller must abort the transaction: some records may already be
+// produced into it.
+func (b *batch) process(ctx context.Context, produce func(*kgo.Record)) error {
+	busy := 0
+	for _, sh := range b.shards {
+		if len(sh.in) > 0 {
+			busy++
+		}
+	}
+	errs := make([]error, len(b.shards))
+	if busy <= 1 {
+		for i, sh := range b.shards {
+			if len(sh.in) > 0 {
+				errs[i] = sh.process(ctx, produce)
+			}
+		}
+	} else {
+		var wg sync.WaitGroup
+		for i, sh := range b.shards {
+			if len(sh.in) == 0 {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = sh.process(ctx, produce)
+			}()
+		}
+		wg.Wait()
+	}
+	for i, sh := range b.shards {
+		if errs[i] != nil {
+			return errs[i]
+		}
+		c := sh.counts
+		b.counts.numbered += c.numbered
+		b.counts.passthrough += c.passthrough
+		b.counts.dlq += c.dlq
+		b.counts.repeats += c.repeats
+		b.counts.dropped += c.dropped
+		for class, n := range c.dlqByClass {
+			if b.counts.dlqByClass == nil {
+				b.counts.dlqByClass = make(map[codec.Class]int)
+			}
+			b.counts.dlqByClass[class] += n
+		}
+	}
+	return nil
+}
+
+// subBatch is how many records are inspected, numbered and handed to the
+// producer at a time, so that the producer compresses and sends the first
+// records while the rest are still being numbered.
+const subBatch = 1024
+
+// process numbers the shard's records in order, a sub-batch at a time.
+func (b *shard) process(ctx context.Context, produce func(*kgo.Record)) error {
+	if !b.b.cfg.numbering {
+		b.copyThrough(produce)
 		return nil
 	}
-	// Pass 1: classify, and size the arenas so that pass 2 never
-	// reallocates under records that already point into them.
+	for start := 0; start < len(b.in); start += subBatch {
+		if err := b.processRange(ctx, start, min(start+subBatch, len(b.in)), produce); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kgo.Record)) error {
+	// Pass 1: classify, count the numbers needed, and size the arenas.
 	need, bytes, headers := 0, 0, 0
-	for i, r := range b.in {
-		in := b.cfg.codec.Inspect(r.Value)
+	for i := from; i < to; i++ {
+		r := b.in[i]
+		in := b.b.cfg.codec.Inspect(r.Value)
 		b.insp[i] = in
 		headers += len(r.Headers) + 3
 		bytes += len(r.Topic) + 2*20 + 2
 		switch in.Kind {
 		case codec.NeedsNumber:
 			need++
-			bytes += b.cfg.codec.NumberedLen(r.Value, in, 1<<62) + 20
+			// An upper bound of the numbered value: the member added is
+			// ,"<field>":"<19 digits>", with room for escapes in the name.
+			bytes += len(r.Value) + 2*len(b.b.cfg.codec.FieldName()) + 48
 		case codec.HasNumber:
 			bytes += 20
 		default:
@@ -90,38 +175,47 @@ func (b *batch) prepare(ctx context.Context) error {
 	}
 	var err error
 	b.ids = b.ids[:0]
-	if need > 0 {
-		if b.ids, err = b.cfg.numberer.AppendN(ctx, b.ids, need); err != nil {
+	if need > 0 && !b.b.cfg.perRecord {
+		if b.ids, err = b.b.numberer.AppendN(ctx, b.ids, need); err != nil {
 			return err
 		}
 	}
-	if cap(b.arena) < bytes {
-		b.arena = make([]byte, 0, bytes+bytes/4)
+	// Records already handed to the producer point into the arenas, so an
+	// arena that is too small is replaced, never grown in place; the old
+	// one lives as long as those records do.
+	if cap(b.arena)-len(b.arena) < bytes {
+		b.arena = make([]byte, 0, max(2*cap(b.arena), bytes))
 	}
-	if cap(b.hdrs) < headers {
-		b.hdrs = make([]kgo.RecordHeader, 0, headers+headers/4)
+	if cap(b.hdrs)-len(b.hdrs) < headers {
+		b.hdrs = make([]kgo.RecordHeader, 0, max(2*cap(b.hdrs), headers))
 	}
-	b.arena, b.hdrs = b.arena[:0], b.hdrs[:0]
 
-	// Pass 2: build the records of the transaction.
+	// Pass 2: build each output record and hand it over.
 	next := 0
-	for i, r := range b.in {
-		in := b.insp[i]
+	for i := from; i < to; i++ {
+		r, in := b.in[i], b.insp[i]
 		switch in.Kind {
 		case codec.NeedsNumber:
+			if b.b.cfg.perRecord {
+				if b.ids, err = b.b.numberer.AppendN(ctx, b.ids[:0], 1); err != nil {
+					return err
+				}
+				next = 0
+			}
 			id := b.ids[next]
 			next++
 			start := len(b.arena)
-			b.arena = b.cfg.codec.AppendNumbered(b.arena, r.Value, in, id)
-			b.emit(i, r, b.cfg.output, b.outParts, b.arena[start:len(b.arena):len(b.arena)], id)
+			b.arena = b.b.cfg.codec.AppendNumbered(b.arena, r.Value, in, id)
+			b.emit(i, r, b.b.cfg.output, b.b.outParts, b.arena[start:len(b.arena):len(b.arena)], id)
 			b.counts.numbered++
 		case codec.HasNumber:
 			// Passed through byte for byte; the headers say so too.
-			b.emit(i, r, b.cfg.output, b.outParts, r.Value, in.Number)
+			b.emit(i, r, b.b.cfg.output, b.b.outParts, r.Value, in.Number)
 			b.counts.passthrough++
 		default:
 			b.deadLetter(i, r, in)
 		}
+		produce(&b.recs[i])
 	}
 	return nil
 }
@@ -129,7 +223,7 @@ func (b *batch) prepare(ctx context.Context) error {
 // emit appends the output record for input i, with value and the number and
 // source headers added to the input's headers. Key, headers and timestamp
 // are kept.
-func (b *batch) emit(i int, r *kgo.Record, topic string, parts int32, value []byte, id int64) {
+func (b *shard) emit(i int, r *kgo.Record, topic string, parts int32, value []byte, id int64) {
 	h := len(b.hdrs)
 	b.hdrs = append(b.hdrs, r.Headers...)
 	start := len(b.arena)
@@ -141,7 +235,7 @@ func (b *batch) emit(i int, r *kgo.Record, topic string, parts int32, value []by
 
 // deadLetter appends the DLQ record for input i: its bytes untouched, with
 // headers that say why and where it came from.
-func (b *batch) deadLetter(i int, r *kgo.Record, in codec.Inspection) {
+func (b *shard) deadLetter(i int, r *kgo.Record, in codec.Inspection) {
 	h := len(b.hdrs)
 	b.hdrs = append(b.hdrs, r.Headers...)
 	class := string(in.Class())
@@ -150,7 +244,7 @@ func (b *batch) deadLetter(i int, r *kgo.Record, in codec.Inspection) {
 		kgo.RecordHeader{Key: codec.HeaderErrorClass, Value: []byte(class)},
 		kgo.RecordHeader{Key: codec.HeaderError, Value: []byte(msg)},
 		b.sourceHeader(r))
-	b.add(i, r, b.cfg.dlq, b.dlqParts, r.Value, b.hdrs[h:len(b.hdrs):len(b.hdrs)])
+	b.add(i, r, b.b.cfg.dlq, b.b.dlqParts, r.Value, b.hdrs[h:len(b.hdrs):len(b.hdrs)])
 	b.counts.dlq++
 	if b.counts.dlqByClass == nil {
 		b.counts.dlqByClass = make(map[codec.Class]int)
@@ -158,7 +252,7 @@ func (b *batch) deadLetter(i int, r *kgo.Record, in codec.Inspection) {
 	b.counts.dlqByClass[in.Class()]++
 }
 
-func (b *batch) sourceHeader(r *kgo.Record) kgo.RecordHeader {
+func (b *shard) sourceHeader(r *kgo.Record) kgo.RecordHeader {
 	start := len(b.arena)
 	b.arena = codec.AppendSource(b.arena, r.Topic, r.Partition, r.Offset)
 	return kgo.RecordHeader{Key: codec.HeaderSource, Value: b.arena[start:len(b.arena):len(b.arena)]}
@@ -167,7 +261,7 @@ func (b *batch) sourceHeader(r *kgo.Record) kgo.RecordHeader {
 // add fills output record i. Input partition p goes to output partition
 // p mod the output's partition count, so one input partition's records
 // stay in one output partition, in order.
-func (b *batch) add(i int, r *kgo.Record, topic string, parts int32, value []byte, headers []kgo.RecordHeader) {
+func (b *shard) add(i int, r *kgo.Record, topic string, parts int32, value []byte, headers []kgo.RecordHeader) {
 	b.recs[i] = kgo.Record{
 		Key:       r.Key,
 		Value:     value,
@@ -176,14 +270,14 @@ func (b *batch) add(i int, r *kgo.Record, topic string, parts int32, value []byt
 		Topic:     topic,
 		Partition: r.Partition % parts,
 	}
-	b.out = append(b.out, &b.recs[i])
 }
 
 // copyThrough is the loop without numbering: the ceiling a broker and
 // machine allow, for the bench command.
-func (b *batch) copyThrough() {
+func (b *shard) copyThrough(produce func(*kgo.Record)) {
 	for i, r := range b.in {
-		b.add(i, r, b.cfg.output, b.outParts, r.Value, r.Headers)
+		b.add(i, r, b.b.cfg.output, b.b.outParts, r.Value, r.Headers)
 		b.counts.passthrough++
+		produce(&b.recs[i])
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
@@ -69,6 +70,10 @@ type cfg struct {
 	createTopics    bool
 	sessionTimeout  time.Duration
 	static          bool
+	perRecord       bool
+	prefetch        int
+	parallelism     int
+	prefetchAge     time.Duration
 	logger          *slog.Logger
 	registerer      prometheus.Registerer
 	kafkaOpts       []kgo.Opt
@@ -87,6 +92,9 @@ func defaultCfg() cfg {
 		txnTimeout:      10 * time.Second,
 		shutdownTimeout: 15 * time.Second,
 		sessionTimeout:  10 * time.Second,
+		prefetch:        -1,
+		parallelism:     runtime.GOMAXPROCS(0),
+		prefetchAge:     time.Second,
 		backoffMin:      100 * time.Millisecond,
 		backoffMax:      5 * time.Second,
 		logger:          slog.New(slog.DiscardHandler),
@@ -118,6 +126,12 @@ func (c *cfg) validate() error {
 	}
 	if c.txnID == "" {
 		c.txnID = "flakestream-" + c.group + "-" + c.instanceID
+	}
+	if c.perRecord || c.parallelism < 1 {
+		c.parallelism = 1 // the origin's way is one record at a time
+	}
+	if c.prefetch < 0 {
+		c.prefetch = 2 * c.maxPollRecords
 	}
 	if c.sessionTimeout < 2*time.Second {
 		return fmt.Errorf("%w: session timeout %s: want at least 2s", ErrBadConfig, c.sessionTimeout)
@@ -222,6 +236,24 @@ func SessionTimeout(d time.Duration) Opt { return func(c *cfg) { c.sessionTimeou
 // after the session timeout, so use it where instances come back under
 // their names (a StatefulSet), not where they are scaled away.
 func StaticMembership() Opt { return func(c *cfg) { c.static = true } }
+
+// Prefetch keeps up to ahead numbers reserved in the background, none older
+// than maxAge, overriding the default of twice MaxPollRecords and 1s. A batch
+// then takes its numbers without waiting for Redis. 0 turns it off: each
+// batch reserves its own numbers.
+func Prefetch(ahead int, maxAge time.Duration) Opt {
+	return func(c *cfg) { c.prefetch, c.prefetchAge = ahead, maxAge }
+}
+
+// Parallelism sets how many goroutines number one batch, each taking whole
+// input partitions, overriding the default GOMAXPROCS. 1 numbers a batch on
+// the polling goroutine.
+func Parallelism(n int) Opt { return func(c *cfg) { c.parallelism = n } }
+
+// PerRecord numbers and produces the origin's way, for comparison in the
+// bench command only: one sequencer round trip per number and one
+// synchronous produce per record, inside the same transactions.
+func PerRecord() Opt { return func(c *cfg) { c.perRecord = true } }
 
 // CreateTopics makes the worker create a missing output or DLQ topic with
 // as many partitions as the first input topic, instead of refusing to start.

@@ -43,8 +43,9 @@ func TestWorkerRebalance(t *testing.T) {
 	}
 }
 
-// Redis stopped mid-stream: the worker aborts, reports not ready, retries
-// with backoff, and resumes by itself when Redis is back. Nothing is
+// Redis stopped mid-stream: once the numbers it reserved ahead run out (or
+// grow older than their maximum age), the worker aborts, reports not ready,
+// retries with backoff, and resumes by itself when Redis is back. Nothing is
 // produced without a number, nothing is lost or duplicated.
 func TestWorkerRedisOutage(t *testing.T) {
 	e := newEnv(t, 3)
@@ -57,7 +58,8 @@ func TestWorkerRedisOutage(t *testing.T) {
 		t.Fatalf("worker did not catch up before the outage: %+v", wk.w.Stats())
 	}
 	e.redis.Stop(t)
-	e.produce(t, 3000, orders.Mix{})
+	// More than the prefetcher can hold, so the outage is felt.
+	e.produce(t, 20000, orders.Mix{})
 	if !verify.WaitFor(15*time.Second, func() bool { return wk.w.Stats().Aborted > 0 }) {
 		t.Fatalf("no transaction aborted while Redis was down: %+v", wk.w.Stats())
 	}

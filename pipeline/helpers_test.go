@@ -31,15 +31,14 @@ func testCodec(t testing.TB) *codec.Codec {
 
 // env is one test's Kafka, Redis and topics.
 type env struct {
-	kafka             *testenv.KafkaCluster
-	redis             *testenv.Redis
-	prefix            string
-	input, out, dlq   string
-	partitions        int32
-	codec             *codec.Codec
-	inputs            []*kgo.Record
-	group             string
-	serverID, workers int64
+	kafka           *testenv.KafkaCluster
+	redis           *testenv.Redis
+	prefix          string
+	input, out, dlq string
+	partitions      int32
+	codec           *codec.Codec
+	inputs          []*kgo.Record
+	group           string
 }
 
 func newEnv(t *testing.T, partitions int32, kopts ...testenv.KafkaOpt) *env {

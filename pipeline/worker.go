@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flakestream/flakestream/idgen"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -91,7 +92,6 @@ func (w *Worker) kafkaOpts() []kgo.Opt {
 		kgo.ConsumeTopics(c.inputs...),
 		kgo.ConsumeResetOffset(reset),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(),
 		kgo.TransactionalID(c.txnID),
 		kgo.TransactionTimeout(c.txnTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -124,7 +124,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer w.close(sess)
 	adm := kadm.NewClient(sess.Client())
-	b := &batch{cfg: &w.cfg}
+	b := &batch{cfg: &w.cfg, numberer: w.cfg.numberer}
+	if w.cfg.numbering && w.cfg.prefetch > 0 && !w.cfg.perRecord {
+		chunk := 4096
+		if l, ok := w.cfg.numberer.(interface{ Layout() idgen.Layout }); ok {
+			chunk = int(min(l.Layout().PerMillisecond(), 1<<16))
+		}
+		p := NewPrefetcher(w.cfg.numberer, w.cfg.prefetch, chunk, w.cfg.prefetchAge)
+		defer p.Close()
+		b.numberer = p
+	}
 	if b.outParts, b.dlqParts, err = w.checkTopics(ctx, adm); err != nil {
 		return err
 	}
@@ -182,13 +191,15 @@ func (w *Worker) transact(ctx context.Context, sess *kgo.GroupTransactSession, b
 	defer cancel()
 
 	b.reset(fetches)
-	if err := b.prepare(ctx); err != nil {
+	promise := kgo.AbortingFirstErrPromise(sess.Client())
+	produce := func(r *kgo.Record) { sess.Produce(ctx, r, promise.Promise()) }
+	if w.cfg.perRecord {
+		// The origin's way, for the bench: wait for each record.
+		produce = func(r *kgo.Record) { promise.Promise()(r, sess.ProduceSync(ctx, r).FirstErr()) }
+	}
+	if err := b.process(ctx, produce); err != nil {
 		w.abort(endCtx, sess)
 		return fmt.Errorf("%w: %v", ErrRedisDown, err)
-	}
-	promise := kgo.AbortingFirstErrPromise(sess.Client())
-	for _, r := range b.out {
-		sess.Produce(ctx, r, promise.Promise())
 	}
 	committed, err := sess.End(endCtx, promise.Err() == nil)
 	if err != nil {
@@ -204,7 +215,7 @@ func (w *Worker) transact(ctx context.Context, sess *kgo.GroupTransactSession, b
 		}
 		// A rebalance: the session aborted and rewound to the committed
 		// offsets; whoever owns the partitions now numbers the records.
-		w.log.Info("transaction aborted by a rebalance", "records", len(b.in))
+		w.log.Info("transaction aborted by a rebalance", "records", b.counts.in)
 		return nil
 	}
 	w.m.committed(b.counts, time.Since(start))

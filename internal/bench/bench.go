@@ -1,0 +1,387 @@
+// Package bench measures what numbering costs: the worker's own
+// consume-produce loop with numbering off (the ceiling), the full worker,
+// the origin's way (one Redis call and one synchronous produce per record),
+// reservations alone, and end-to-end latency at a fixed input rate. Every
+// measurement uses the same record size, settings and transactions.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/internal/orders"
+	"github.com/flakestream/flakestream/pipeline"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Config says what to measure and against what.
+type Config struct {
+	Brokers     []string       // Kafka; the caller starts kfake if it has none
+	NewNumberer func() (*idgen.Generator, error)
+	Duration    time.Duration  // each throughput window
+	Pairs       int            // passthrough/worker pairs, run interleaved
+	RecordBytes int            // size of each order event
+	Partitions  int32          // partitions of every topic
+	Worker      []pipeline.Opt // extra worker options (batch size, linger)
+	Log         *slog.Logger
+	Progress    func(string) // a line per step, or nil
+}
+
+// Result is one bench run. Rates are per second.
+type Result struct {
+	RecordsPerSec       map[string]float64 `json:"records_per_sec"`
+	NumbersPerSec       float64            `json:"numbers_per_sec"`
+	WorkerVsPassthrough float64            `json:"worker_vs_passthrough"`
+	WorkerVsPerRecord   float64            `json:"worker_vs_per_record"`
+	NumbersVsLimit      float64            `json:"numbers_vs_limit"`
+	PeakRSSBytes        int64              `json:"peak_rss_bytes"`
+	P50Ms               float64            `json:"p50_ms"`
+	P99Ms               float64            `json:"p99_ms"`
+	LatencyRate         float64            `json:"latency_input_rate"`
+	Pairs               []Pair             `json:"pairs"`
+	RecordBytes         int                `json:"record_bytes"`
+	DurationSec         float64            `json:"duration_sec"`
+	Limit               int64              `json:"numbers_limit_per_sec"`
+}
+
+// Pair is one interleaved passthrough/worker measurement.
+type Pair struct {
+	Passthrough float64 `json:"passthrough"`
+	Worker      float64 `json:"worker"`
+	Ratio       float64 `json:"ratio"`
+}
+
+// Run measures everything, in this order: numbers alone, then
+// passthrough and worker interleaved Pairs times (the ratio is the median
+// of the pairwise ratios, since a shared machine drifts), then per_record,
+// then latency at half the worker's throughput.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Progress == nil {
+		cfg.Progress = func(string) {}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	res := &Result{RecordsPerSec: map[string]float64{}, RecordBytes: cfg.RecordBytes, DurationSec: cfg.Duration.Seconds()}
+	b := &runner{cfg: cfg, adm: nil}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	b.adm = kadm.NewClient(cl)
+
+	cfg.Progress("numbers: reservations alone for one (server, worker) pair")
+	g, err := cfg.NewNumberer()
+	if err != nil {
+		return nil, err
+	}
+	res.Limit = g.Layout().PerSecond()
+	if res.NumbersPerSec, err = numbersPerSec(ctx, g, cfg.Duration); err != nil {
+		return nil, err
+	}
+	res.NumbersVsLimit = res.NumbersPerSec / float64(res.Limit)
+
+	var pt, wk []float64
+	for i := 0; i < cfg.Pairs; i++ {
+		cfg.Progress(fmt.Sprintf("pair %d/%d: passthrough", i+1, cfg.Pairs))
+		p, err := b.throughput(ctx, "passthrough", pipeline.NumberingOff())
+		if err != nil {
+			return nil, err
+		}
+		cfg.Progress(fmt.Sprintf("pair %d/%d: worker", i+1, cfg.Pairs))
+		g, err := cfg.NewNumberer()
+		if err != nil {
+			return nil, err
+		}
+		w, err := b.throughput(ctx, "worker", pipeline.Numbers(g))
+		if err != nil {
+			return nil, err
+		}
+		pt, wk = append(pt, p), append(wk, w)
+		res.Pairs = append(res.Pairs, Pair{Passthrough: p, Worker: w, Ratio: w / p})
+	}
+	ratios := make([]float64, len(res.Pairs))
+	for i, p := range res.Pairs {
+		ratios[i] = p.Ratio
+	}
+	res.RecordsPerSec["passthrough"], res.RecordsPerSec["worker"] = median(pt), median(wk)
+	res.WorkerVsPassthrough = median(ratios)
+
+	cfg.Progress("per_record: one Redis call and one synchronous produce per record")
+	g, err = cfg.NewNumberer()
+	if err != nil {
+		return nil, err
+	}
+	if res.RecordsPerSec["per_record"], err = b.throughput(ctx, "per_record", pipeline.Numbers(g), pipeline.PerRecord()); err != nil {
+		return nil, err
+	}
+	res.WorkerVsPerRecord = res.RecordsPerSec["worker"] / res.RecordsPerSec["per_record"]
+
+	res.LatencyRate = res.RecordsPerSec["worker"] / 2
+	cfg.Progress(fmt.Sprintf("latency: end to end at %.0f records/s", res.LatencyRate))
+	g, err = cfg.NewNumberer()
+	if err != nil {
+		return nil, err
+	}
+	if res.P50Ms, res.P99Ms, err = b.latency(ctx, res.LatencyRate, g); err != nil {
+		return nil, err
+	}
+	res.PeakRSSBytes = PeakRSS()
+	return res, nil
+}
+
+type runner struct {
+	cfg Config
+	adm *kadm.Client
+	n   int
+}
+
+// topics creates a fresh input and output topic for one measurement. A
+// retention of a few MiB per partition keeps an embedded broker's memory
+// bounded however long the run; the producer stays close enough ahead of
+// the worker that nothing it has not read is removed.
+func (b *runner) topics(ctx context.Context, name string) (in, out string, cleanup func(), err error) {
+	b.n++
+	base := fmt.Sprintf("bench-%s-%d-%d", name, b.n, rand.Uint32())
+	in, out = base, base+".out"
+	// Small segments, so that retention can drop whole ones while the
+	// run goes on.
+	ret, seg := strconv.Itoa(4<<20), strconv.Itoa(1<<20)
+	cfgs := map[string]*string{"retention.bytes": &ret, "segment.bytes": &seg}
+	for _, t := range []string{in, out, base + ".dlq"} {
+		if _, err := b.adm.CreateTopic(ctx, b.cfg.Partitions, -1, cfgs, t); err != nil {
+			return "", "", nil, fmt.Errorf("create topic %s: %w", t, err)
+		}
+	}
+	return in, out, func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = b.adm.DeleteTopics(dctx, in, out, base+".dlq")
+	}, nil
+}
+
+// feed produces order events to topic until ctx ends, at most rate a
+// second (0: as fast as the worker drains them), staying at most ahead
+// records ahead of done(). Each record carries its send time in a header.
+func (b *runner) feed(ctx context.Context, topic string, rate float64, done func() int64, ahead int64) (*int64, func(), error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.cfg.Brokers...), kgo.ProducerLinger(2*time.Millisecond),
+		kgo.MaxBufferedRecords(50000), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		return nil, nil, err
+	}
+	// A pool of distinct events, reused: making them is not what is measured.
+	pool := make([][]byte, 4096)
+	for i := range pool {
+		pool[i] = orders.Event(i, orders.Clean, b.cfg.RecordBytes, 0)
+	}
+	var sent int64
+	fctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		start := time.Now()
+		for i := 0; fctx.Err() == nil; i++ {
+			if rate > 0 {
+				if due := start.Add(time.Duration(float64(i) / rate * float64(time.Second))); time.Until(due) > 0 {
+					time.Sleep(time.Until(due))
+				}
+			} else {
+				for atomic.LoadInt64(&sent)-done() > ahead && fctx.Err() == nil {
+					time.Sleep(200 * time.Microsecond)
+				}
+			}
+			r := &kgo.Record{Topic: topic, Value: pool[i%len(pool)],
+				Headers: []kgo.RecordHeader{{Key: "bench-sent", Value: strconv.AppendInt(nil, time.Now().UnixNano(), 10)}}}
+			cl.Produce(fctx, r, func(*kgo.Record, error) {})
+			atomic.AddInt64(&sent, 1)
+		}
+	}()
+	return &sent, func() { cancel(); wg.Wait(); cl.Close() }, nil
+}
+
+// throughput runs a worker with opts against a fed topic and returns the
+// committed records per second over the measurement window, after a
+// warm-up.
+func (b *runner) throughput(ctx context.Context, name string, opts ...pipeline.Opt) (float64, error) {
+	in, out, cleanup, err := b.topics(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	defer cleanup()
+	w, err := pipeline.NewWorker(append(append([]pipeline.Opt{
+		pipeline.Brokers(b.cfg.Brokers...), pipeline.InputTopics(in), pipeline.OutputTopic(out),
+		pipeline.Group(in + "-g"), pipeline.InstanceID(in), pipeline.Logger(b.cfg.Log),
+	}, b.cfg.Worker...), opts...)...)
+	if err != nil {
+		return 0, err
+	}
+	done := func() int64 { return w.Stats().In }
+	_, stopFeed, err := b.feed(ctx, in, 0, done, 200000)
+	if err != nil {
+		return 0, err
+	}
+	defer stopFeed()
+	wctx, stop := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(wctx) }()
+	defer func() { stop(); <-errc }()
+
+	window := b.cfg.Duration
+	if name == "per_record" {
+		window = max(window/2, time.Second)
+	}
+	warm := time.Now()
+	for done() == 0 && time.Since(warm) < 30*time.Second {
+		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+			return 0, err
+		}
+	}
+	if err := sleepCtx(ctx, window/5); err != nil {
+		return 0, err
+	}
+	n0, t0 := done(), time.Now()
+	if err := sleepCtx(ctx, window); err != nil {
+		return 0, err
+	}
+	n1, t1 := done(), time.Now()
+	if n1 == n0 {
+		return 0, fmt.Errorf("%s: nothing committed in %s", name, window)
+	}
+	return float64(n1-n0) / t1.Sub(t0).Seconds(), nil
+}
+
+// latency feeds records at a fixed rate and measures, for every numbered
+// record, the time from its send to when a read_committed consumer of the
+// output sees it.
+func (b *runner) latency(ctx context.Context, rate float64, g *idgen.Generator) (p50, p99 float64, err error) {
+	in, out, cleanup, err := b.topics(ctx, "latency")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cleanup()
+	w, err := pipeline.NewWorker(append([]pipeline.Opt{
+		pipeline.Brokers(b.cfg.Brokers...), pipeline.InputTopics(in), pipeline.OutputTopic(out),
+		pipeline.Group(in + "-g"), pipeline.InstanceID(in), pipeline.Logger(b.cfg.Log), pipeline.Numbers(g),
+	}, b.cfg.Worker...)...)
+	if err != nil {
+		return 0, 0, err
+	}
+	wctx, stop := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(wctx) }()
+	defer func() { stop(); <-errc }()
+	if !waitReady(ctx, w) {
+		return 0, 0, fmt.Errorf("latency: worker never joined its group")
+	}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(b.cfg.Brokers...), kgo.ConsumeTopics(out),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(10*time.Millisecond))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cons.Close()
+	_, stopFeed, err := b.feed(ctx, in, rate, func() int64 { return 0 }, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer stopFeed()
+	var lat []float64
+	deadline := time.Now().Add(b.cfg.Duration + b.cfg.Duration/5)
+	skipUntil := time.Now().Add(b.cfg.Duration / 5)
+	for time.Now().Before(deadline) {
+		pctx, cancel := context.WithDeadline(ctx, deadline)
+		fs := cons.PollFetches(pctx)
+		cancel()
+		now := time.Now()
+		fs.EachRecord(func(r *kgo.Record) {
+			for _, h := range r.Headers {
+				if h.Key == "bench-sent" && now.After(skipUntil) {
+					if ns, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
+						lat = append(lat, float64(now.UnixNano()-ns)/1e6)
+					}
+				}
+			}
+		})
+		if ctx.Err() != nil {
+			return 0, 0, ctx.Err()
+		}
+	}
+	if len(lat) == 0 {
+		return 0, 0, fmt.Errorf("latency: no record came through")
+	}
+	sort.Float64s(lat)
+	return lat[len(lat)/2], lat[len(lat)*99/100], nil
+}
+
+func waitReady(ctx context.Context, w *pipeline.Worker) bool {
+	for i := 0; i < 300; i++ {
+		if w.Ready() == nil {
+			return true
+		}
+		if sleepCtx(ctx, 100*time.Millisecond) != nil {
+			return false
+		}
+	}
+	return false
+}
+
+// numbersPerSec draws blocks of a full millisecond's capacity from one
+// generator for d and returns numbers per second.
+func numbersPerSec(ctx context.Context, g *idgen.Generator, d time.Duration) (float64, error) {
+	block := int(g.Layout().PerMillisecond())
+	buf := make([]int64, 0, block)
+	var n int
+	start := time.Now()
+	for time.Since(start) < d {
+		var err error
+		if buf, err = g.AppendN(ctx, buf[:0], block); err != nil {
+			return 0, err
+		}
+		n += len(buf)
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// PeakRSS returns the process's peak resident set size in bytes.
+func PeakRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Maxrss * 1024 // kilobytes on Linux
+}

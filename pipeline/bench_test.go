@@ -1,0 +1,89 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/internal/orders"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// BenchmarkWorkerKfake measures the worker end to end on in-process kfake:
+// b.N records of about 200 bytes produced ahead, then consumed, numbered
+// (or, for "passthrough", only copied) and produced transactionally. It
+// reports records/s. Redis is REDIS_URL or a miniredis: the prefetcher
+// keeps reservations off the measured path either way.
+func BenchmarkWorkerKfake(b *testing.B) {
+	for _, mode := range []string{"passthrough", "worker"} {
+		b.Run(mode, func(b *testing.B) {
+			in := "bench"
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, in, in+".out", in+".dlq"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			mr := miniredis.RunT(b)
+			rc := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+			defer rc.Close()
+			seq, _ := idgen.NewRedisSequencer(idgen.RedisSettings{Client: rc})
+			g, _ := idgen.New(idgen.Settings{Sequencer: seq})
+			adm := kgo.SeedBrokers(c.ListenAddrs()...)
+			cl, err := kgo.NewClient(adm, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cl.Close()
+			recs := orders.Records(in, 1, b.N, orders.Mix{}, 200, 0)
+			for i := range recs {
+				recs[i].Partition = int32(i % 4)
+			}
+			ctx := context.Background()
+			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+				b.Fatal(err)
+			}
+			opts := []Opt{Brokers(c.ListenAddrs()...), InputTopics(in), OutputTopic(in + ".out"), Group(fmt.Sprintf("g-%d", b.N)),
+				InstanceID("b"), Logger(slog.New(slog.DiscardHandler))}
+			if mode == "passthrough" {
+				opts = append(opts, NumberingOff())
+			} else {
+				opts = append(opts, Numbers(g))
+			}
+			w, err := NewWorker(opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			b.ResetTimer()
+			wctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- w.Run(wctx) }()
+			for w.Stats().In < int64(b.N) {
+				time.Sleep(time.Millisecond)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+			// CPU of the whole process (worker, client and broker) per
+			// record: what decides throughput once the cores are busy.
+			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/record")
+			cancel()
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
