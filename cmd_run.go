@@ -63,7 +63,7 @@ func runCommand() *cli.Command {
 	return configured(&cli.Command{
 		Name:  "run",
 		Usage: "number order events from the input topic(s) into the output topic, exactly once",
-		Flags: concat(workerFlags(), identityFlags(true), layoutFlags(), redisFlags(), codecFlags(), kafkaFlags(), opsFlags(":9464")),
+		Flags: concat(workerFlags(), identityFlags(true), layoutFlags(), redisFlags(), codecFlags(), idempotencyFlags(), kafkaFlags(), opsFlags(":9464")),
 		Action: func(c *cli.Context) error {
 			log, err := loggerFrom(c)
 			if err != nil {
@@ -90,6 +90,18 @@ func runCommand() *cli.Command {
 				return err
 			}
 			opts = append(opts, pipeline.Logger(log), pipeline.Registerer(reg))
+			if c.String("idempotency-key") != "" {
+				rc, err := idgen.RedisClient(c.String("redis"))
+				if err != nil {
+					return err
+				}
+				defer rc.Close()
+				idem, err := idempotencyFrom(c, rc)
+				if err != nil {
+					return err
+				}
+				opts = append(opts, pipeline.WithIdempotency(idem))
+			}
 			w, err := pipeline.NewWorker(opts...)
 			if err != nil {
 				return &exitError{code: 2, err: err}

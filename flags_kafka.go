@@ -71,8 +71,13 @@ func kafkaOptsFrom(c *cli.Context) ([]kgo.Opt, error) {
 }
 
 func opsFlags(httpAddr string) []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		stringFlag("http-addr", httpAddr, "serve /metrics, /healthz and /readyz on this address (\"\" turns it off)"),
+	}, logFlags()...)
+}
+
+func logFlags() []cli.Flag {
+	return []cli.Flag{
 		stringFlag("log-format", "text", "log format: text or json"),
 		stringFlag("log-level", "info", "log level: debug, info, warn or error"),
 	}

@@ -68,6 +68,7 @@ func newApp() *cli.App {
 			runCommand(),
 			demoCommand(),
 			benchCommand(),
+			replayCommand(),
 		},
 		// Errors are printed once, by run, as one line.
 		ExitErrHandler: func(*cli.Context, error) {},

@@ -6,11 +6,14 @@ import (
 	"sync"
 
 	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/idgen"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// counts is what one batch did with its records. in = numbered + passthrough
-// + dlq, always: every record has exactly one fate.
+// counts is what one batch did with its records. in = numbered +
+// passthrough + dlq + dropped, always: every record has exactly one fate.
+// repeats (records whose idempotency key already had a number) are counted
+// among numbered when emitted and among dropped when dropped.
 type counts struct {
 	in, numbered, passthrough, dlq, repeats, dropped int
 	dlqByClass                                       map[codec.Class]int
@@ -33,13 +36,15 @@ type batch struct {
 }
 
 type shard struct {
-	b     *batch
-	in    []*kgo.Record
-	insp  []codec.Inspection
-	ids   []int64
-	arena []byte
-	hdrs  []kgo.RecordHeader
-	recs  []kgo.Record
+	b      *batch
+	in     []*kgo.Record
+	insp   []codec.Inspection
+	ids    []int64
+	claim  []int         // per record of the sub-batch: index into claims, noClaim or missingKey
+	claims []idgen.Claim // the sub-batch's idempotency claims
+	arena  []byte
+	hdrs   []kgo.RecordHeader
+	recs   []kgo.Record
 
 	counts counts
 }
@@ -61,8 +66,17 @@ func (b *batch) reset(fetches kgo.Fetches) {
 		}
 		sh := b.shards[k%n]
 		k++
-		sh.in = append(sh.in, p.Records...)
-		total += len(p.Records)
+		stop, bounded := b.cfg.stopAt[p.Topic][p.Partition]
+		for _, r := range p.Records {
+			// Transaction markers (kept for bounded runs, to see the end
+			// of a range) and records past a bound are consumed, so their
+			// offsets are committed, but never numbered or produced.
+			if r.Attrs.IsControl() || (bounded && r.Offset >= stop) {
+				continue
+			}
+			sh.in = append(sh.in, r)
+			total++
+		}
 	})
 	for _, sh := range b.shards {
 		sh.insp = grow(sh.insp, len(sh.in))
@@ -180,6 +194,11 @@ func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kg
 			return err
 		}
 	}
+	if idem := b.b.cfg.idem; idem != nil && need > 0 {
+		if err := b.claimKeys(ctx, idem, from, to); err != nil {
+			return err
+		}
+	}
 	// Records already handed to the producer point into the arenas, so an
 	// arena that is too small is replaced, never grown in place; the old
 	// one lives as long as those records do.
@@ -202,11 +221,31 @@ func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kg
 				}
 				next = 0
 			}
-			id := b.ids[next]
+			id, repeat := b.ids[next], false
 			next++
+			if b.b.cfg.idem != nil {
+				switch k := b.claim[i-from]; {
+				case k == missingKey:
+					b.missingKey(i, r)
+					produce(&b.recs[i])
+					continue
+				case k >= 0:
+					id, repeat = b.claims[k].Number, b.claims[k].Repeat
+				}
+			}
+			if repeat {
+				b.counts.repeats++
+				if b.b.cfg.idem.Drop {
+					b.counts.dropped++
+					continue
+				}
+			}
 			start := len(b.arena)
 			b.arena = b.b.cfg.codec.AppendNumbered(b.arena, r.Value, in, id)
 			b.emit(i, r, b.b.cfg.output, b.b.outParts, b.arena[start:len(b.arena):len(b.arena)], id)
+			if repeat {
+				b.recs[i].Headers = append(b.recs[i].Headers, kgo.RecordHeader{Key: codec.HeaderRepeat, Value: []byte("true")})
+			}
 			b.counts.numbered++
 		case codec.HasNumber:
 			// Passed through byte for byte; the headers say so too.
@@ -236,10 +275,12 @@ func (b *shard) emit(i int, r *kgo.Record, topic string, parts int32, value []by
 // deadLetter appends the DLQ record for input i: its bytes untouched, with
 // headers that say why and where it came from.
 func (b *shard) deadLetter(i int, r *kgo.Record, in codec.Inspection) {
+	b.deadLetterClass(i, r, in.Class(), in.Err().Error())
+}
+
+func (b *shard) deadLetterClass(i int, r *kgo.Record, class codec.Class, msg string) {
 	h := len(b.hdrs)
 	b.hdrs = append(b.hdrs, r.Headers...)
-	class := string(in.Class())
-	msg := in.Err().Error()
 	b.hdrs = append(b.hdrs,
 		kgo.RecordHeader{Key: codec.HeaderErrorClass, Value: []byte(class)},
 		kgo.RecordHeader{Key: codec.HeaderError, Value: []byte(msg)},
@@ -249,7 +290,47 @@ func (b *shard) deadLetter(i int, r *kgo.Record, in codec.Inspection) {
 	if b.counts.dlqByClass == nil {
 		b.counts.dlqByClass = make(map[codec.Class]int)
 	}
-	b.counts.dlqByClass[in.Class()]++
+	b.counts.dlqByClass[class]++
+}
+
+// claimKeys finds the idempotency key of every record of the sub-batch
+// that needs a number and settles all their claims in one round trip. A
+// record that gets a number this way gets it again if it is read again, so
+// a transaction that aborts after the claims is harmless.
+func (b *shard) claimKeys(ctx context.Context, idem *Idempotency, from, to int) error {
+	b.claim = grow(b.claim, to-from)
+	b.claims = b.claims[:0]
+	next := 0
+	for i := from; i < to; i++ {
+		b.claim[i-from] = noClaim
+		if b.insp[i].Kind != codec.NeedsNumber {
+			continue
+		}
+		id := b.ids[next]
+		next++
+		r := b.in[i]
+		key, err := idem.key(r)
+		if err != nil {
+			if !idem.Optional {
+				b.claim[i-from] = missingKey
+			}
+			continue
+		}
+		b.claim[i-from] = len(b.claims)
+		// The claimant is this consumer group reading this record: the
+		// same group reading it again (after an abort, a crash or a
+		// rebalance) is no repeat, any other reader (a replay) is.
+		src := append([]byte(b.b.cfg.group+" "), r.Topic...)
+		b.claims = append(b.claims, idgen.Claim{Key: key, Number: id,
+			Source: string(codec.AppendSource(src, "", r.Partition, r.Offset))})
+	}
+	return idem.Store.Claims(ctx, b.claims)
+}
+
+// missingKey dead-letters a record whose required idempotency key is absent.
+func (b *shard) missingKey(i int, r *kgo.Record) {
+	_, err := b.b.cfg.idem.key(r)
+	b.deadLetterClass(i, r, codec.ClassMissingKey, "idempotency key: "+err.Error())
 }
 
 func (b *shard) sourceHeader(r *kgo.Record) kgo.RecordHeader {

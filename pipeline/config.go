@@ -73,6 +73,10 @@ type cfg struct {
 	perRecord       bool
 	prefetch        int
 	parallelism     int
+	idem            *Idempotency
+	stopAt          map[string]map[int32]int64
+	afterCommit     func(map[string]map[int32]kgo.EpochOffset) bool
+	keepControl     bool
 	prefetchAge     time.Duration
 	logger          *slog.Logger
 	registerer      prometheus.Registerer
@@ -126,6 +130,9 @@ func (c *cfg) validate() error {
 	}
 	if c.txnID == "" {
 		c.txnID = "flakestream-" + c.group + "-" + c.instanceID
+	}
+	if c.idem != nil && c.idem.Store == nil {
+		return fmt.Errorf("%w: no key store", ErrIdempotencyKey)
 	}
 	if c.perRecord || c.parallelism < 1 {
 		c.parallelism = 1 // the origin's way is one record at a time
@@ -249,6 +256,10 @@ func Prefetch(ahead int, maxAge time.Duration) Opt {
 // input partitions, overriding the default GOMAXPROCS. 1 numbers a batch on
 // the polling goroutine.
 func Parallelism(n int) Opt { return func(c *cfg) { c.parallelism = n } }
+
+// WithIdempotency gives records with the same idempotency key the same
+// number; see Idempotency.
+func WithIdempotency(i *Idempotency) Opt { return func(c *cfg) { c.idem = i } }
 
 // PerRecord numbers and produces the origin's way, for comparison in the
 // bench command only: one sequencer round trip per number and one

@@ -105,6 +105,9 @@ func (w *Worker) kafkaOpts() []kgo.Opt {
 	if c.static {
 		opts = append(opts, kgo.InstanceID(c.instanceID))
 	}
+	if c.keepControl {
+		opts = append(opts, kgo.KeepControlRecords())
+	}
 	if c.registerer != nil {
 		opts = append(opts, kgo.WithHooks(kprom.NewMetrics("flakestream", kprom.Registerer(c.registerer))))
 	}
@@ -162,6 +165,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		case err == nil:
 			backoff = w.cfg.backoffMin
 			w.lastErr.Store(nil)
+			if w.cfg.afterCommit != nil && w.cfg.afterCommit(sess.Client().CommittedOffsets()) {
+				w.log.Info("bounded run complete")
+				return nil
+			}
 			continue
 		case errors.Is(err, ErrFatal):
 			return err

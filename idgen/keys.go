@@ -1,0 +1,113 @@
+package idgen
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultKeyTTL is how long a key keeps its number by default: a week.
+const DefaultKeyTTL = 7 * 24 * time.Hour
+
+// ErrKeyStore is a reply from Redis the key store cannot read.
+var ErrKeyStore = errors.New("idgen: unexpected reply from the idempotency key store")
+
+// KeyStore gives every idempotency key (an order reference, a record key)
+// one number: the first number claimed for a key is the number of every
+// later claim, for the TTL. The decision is one atomic SET NX GET per key in
+// Redis, so it holds across processes, restarts and replays.
+//
+// Keys are "<prefix>:key:<key>" with no hash tag, so on Redis Cluster they
+// spread over every slot by their own hash; a key longer than 128 bytes, or
+// containing a brace (which would act as a hash tag), is stored as
+// "<prefix>:key:#<base64url sha256 of it>".
+type KeyStore struct {
+	client redis.Cmdable
+	prefix string
+	ttl    time.Duration
+}
+
+// NewKeyStore returns a KeyStore on client. prefix "" means DefaultPrefix;
+// ttl 0 means DefaultKeyTTL.
+func NewKeyStore(client redis.Cmdable, prefix string, ttl time.Duration) (*KeyStore, error) {
+	if client == nil {
+		return nil, errors.New("idgen: key store needs a redis client")
+	}
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if ttl < 0 {
+		return nil, fmt.Errorf("idgen: key ttl %s is negative", ttl)
+	}
+	if ttl == 0 {
+		ttl = DefaultKeyTTL
+	}
+	return &KeyStore{client: client, prefix: prefix + ":key:", ttl: ttl}, nil
+}
+
+// Claim asks for key to get Number, on behalf of the record at Source (an
+// opaque string that identifies one record, such as topic/partition/offset).
+// After Claims, Number holds the key's number: the one claimed here if this
+// was the first claim, else the first claim's. Repeat says the key's number
+// was first claimed by a different source; a claim from the same source (a
+// record read again after an aborted transaction) is not a repeat and gets
+// the same number as before.
+type Claim struct {
+	Key    []byte
+	Source string
+	Number int64
+	Repeat bool
+}
+
+// Claims settles every claim in one pipelined round trip. Claims of the same
+// key in one call are settled in order, so the first one wins. On error no
+// claim is settled and the caller must not use any of the numbers.
+func (s *KeyStore) Claims(ctx context.Context, claims []Claim) error {
+	if len(claims) == 0 {
+		return nil
+	}
+	pipe := s.client.Pipeline()
+	cmds := make([]*redis.StatusCmd, len(claims))
+	var val []byte
+	for i := range claims {
+		c := &claims[i]
+		val = append(strconv.AppendInt(val[:0], c.Number, 10), '|')
+		val = append(val, c.Source...)
+		cmds[i] = pipe.SetArgs(ctx, s.redisKey(c.Key), string(val), redis.SetArgs{Mode: "NX", Get: true, TTL: s.ttl})
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("idgen: claim %d idempotency keys: %w", len(claims), err)
+	}
+	for i, cmd := range cmds {
+		old, err := cmd.Result()
+		if errors.Is(err, redis.Nil) {
+			continue // the first claim: ours
+		}
+		if err != nil {
+			return fmt.Errorf("idgen: claim idempotency key: %w", err)
+		}
+		num, src, ok := strings.Cut(old, "|")
+		n, perr := ParseID(num)
+		if !ok || perr != nil {
+			return fmt.Errorf("%w: key %q holds %q", ErrKeyStore, claims[i].Key, old)
+		}
+		claims[i].Number = n
+		claims[i].Repeat = src != claims[i].Source
+	}
+	return nil
+}
+
+func (s *KeyStore) redisKey(key []byte) string {
+	if len(key) > 128 || strings.ContainsAny(string(key), "{}") {
+		sum := sha256.Sum256(key)
+		return s.prefix + "#" + base64.RawURLEncoding.EncodeToString(sum[:])
+	}
+	return s.prefix + string(key)
+}

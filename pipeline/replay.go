@@ -1,0 +1,314 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ErrBound is a --from or --to that cannot be read or does not fit.
+var ErrBound = errors.New("pipeline: invalid replay bound")
+
+// Bound is one end of a replay range: the start or end of each partition,
+// the first offset at or after a time, or explicit partition offsets.
+type Bound struct {
+	Edge    string          // "start" or "end", or "" for Time or Offsets
+	Time    time.Time       // the first record at or after it
+	Offsets map[int32]int64 // explicit; unlisted partitions take the edge default
+	text    string
+}
+
+func (b Bound) String() string { return b.text }
+
+// ParseBound parses "start", "end", an RFC 3339 time, or "p:o,p:o,...".
+func ParseBound(s string) (Bound, error) {
+	switch s {
+	case "start", "end":
+		return Bound{Edge: s, text: s}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return Bound{Time: t, text: s}, nil
+	}
+	b := Bound{Offsets: map[int32]int64{}, text: s}
+	for _, part := range strings.Split(s, ",") {
+		ps, os, ok := strings.Cut(strings.TrimSpace(part), ":")
+		p, err1 := strconv.ParseInt(ps, 10, 32)
+		o, err2 := strconv.ParseInt(os, 10, 64)
+		if !ok || err1 != nil || err2 != nil || p < 0 || o < 0 {
+			return Bound{}, fmt.Errorf("%w: %q: want start, end, an RFC 3339 time, or partition:offset pairs", ErrBound, s)
+		}
+		if _, dup := b.Offsets[int32(p)]; dup {
+			return Bound{}, fmt.Errorf("%w: %q names partition %d twice", ErrBound, s, p)
+		}
+		b.Offsets[int32(p)] = o
+	}
+	return b, nil
+}
+
+// ReplayConfig is one bounded replay of Input[From, To) into Output.
+type ReplayConfig struct {
+	Brokers   []string
+	KafkaOpts []kgo.Opt
+	Input     string
+	Output    string
+	From, To  Bound
+	// ID names the replay: its consumer group is flakestream-replay-<ID>
+	// and so is its transactional ID. "" derives it from the input, output
+	// and bounds, so running the same command again resumes.
+	ID string
+	// Redis keeps the offsets "end" and times resolved to on the first run,
+	// so that a resumed replay stops where the first run meant to.
+	Redis       redis.Cmdable
+	RedisPrefix string
+	// Worker options: numbers, codec, idempotency, logger, metrics. The
+	// replay sets brokers, topics, group and transactional ID itself.
+	Worker []Opt
+	// Progress is called after every committed transaction (and once at
+	// the start) with the records done and the total of the range.
+	Progress func(done, total int64)
+}
+
+// Range is the resolved range of one partition: offsets [From, To).
+type Range struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+}
+
+// ReplayID returns the default ID of a replay: a hash of what it replays.
+func ReplayID(input, output string, from, to Bound) string {
+	sum := sha256.Sum256([]byte(input + "\x00" + output + "\x00" + from.text + "\x00" + to.text))
+	return hex.EncodeToString(sum[:6])
+}
+
+// Replay runs a bounded, exactly-once, resumable replay. It reads the input
+// with a consumer group of its own (so the live worker's offsets are never
+// touched), produces like the worker, and returns once every partition has
+// reached its bound, including a bound that falls on transaction markers,
+// which consumers never see as records. Killed and run again with the same
+// arguments, it continues from its last committed transaction.
+func Replay(ctx context.Context, rc ReplayConfig) (map[int32]Range, error) {
+	if rc.ID == "" {
+		rc.ID = ReplayID(rc.Input, rc.Output, rc.From, rc.To)
+	}
+	group := "flakestream-replay-" + rc.ID
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(rc.Brokers...)}, rc.KafkaOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: kafka client: %v", ErrFatal, err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ranges, err := resolveRanges(ctx, adm, rc)
+	if err != nil {
+		return nil, err
+	}
+	var total int64
+	stop := map[int32]int64{}
+	for p, r := range ranges {
+		total += r.To - r.From
+		stop[p] = r.To
+	}
+	committed, err := seedGroup(ctx, adm, group, rc.Input, ranges)
+	if err != nil {
+		return nil, err
+	}
+	done := func(offs map[int32]int64) (int64, bool) {
+		var n int64
+		all := true
+		for p, r := range ranges {
+			o, ok := offs[p]
+			if !ok {
+				o = r.From
+			}
+			n += min(max(o, r.From), r.To) - r.From
+			if o < r.To {
+				all = false
+			}
+		}
+		return n, all
+	}
+	n, finished := done(committed)
+	if rc.Progress != nil {
+		rc.Progress(n, total)
+	}
+	if finished {
+		return ranges, nil
+	}
+	opts := append([]Opt{}, rc.Worker...)
+	opts = append(opts, Brokers(rc.Brokers...), InputTopics(rc.Input), OutputTopic(rc.Output),
+		Group(group), TransactionalID(group), KafkaOpts(rc.KafkaOpts...), func(c *cfg) {
+			c.keepControl = true
+			c.stopAt = map[string]map[int32]int64{rc.Input: stop}
+			c.afterCommit = func(offs map[string]map[int32]kgo.EpochOffset) bool {
+				flat := map[int32]int64{}
+				for p, eo := range offs[rc.Input] {
+					flat[p] = eo.Offset
+				}
+				n, all := done(flat)
+				if rc.Progress != nil {
+					rc.Progress(n, total)
+				}
+				return all
+			}
+		})
+	w, err := NewWorker(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Run(ctx); err != nil {
+		return ranges, err
+	}
+	if ctx.Err() != nil {
+		return ranges, ctx.Err()
+	}
+	return ranges, nil
+}
+
+// resolveRanges turns the bounds into offsets, once: the first run stores
+// them in Redis and every resumed run reads them back, so "end" stays the
+// high watermarks of the first start.
+func resolveRanges(ctx context.Context, adm *kadm.Client, rc ReplayConfig) (map[int32]Range, error) {
+	key := rc.RedisPrefix + ":replay:" + rc.ID
+	if rc.Redis != nil {
+		if b, err := rc.Redis.Get(ctx, key).Bytes(); err == nil {
+			var ranges map[int32]Range
+			if err := json.Unmarshal(b, &ranges); err == nil {
+				return ranges, nil
+			}
+		} else if !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("read replay bounds from redis: %w", err)
+		}
+	}
+	starts, err := adm.ListStartOffsets(ctx, rc.Input)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: start offsets of %s: %v", ErrFatal, rc.Input, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, rc.Input)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: end offsets of %s: %v", ErrFatal, rc.Input, err)
+	}
+	at := func(b Bound, edge string) (map[int32]int64, error) {
+		out := map[int32]int64{}
+		var timed kadm.ListedOffsets
+		if !b.Time.IsZero() {
+			if timed, err = adm.ListOffsetsAfterMilli(ctx, b.Time.UnixMilli(), rc.Input); err == nil {
+				err = timed.Error()
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%w: offsets of %s after %s: %v", ErrFatal, rc.Input, b.text, err)
+			}
+		}
+		for p, s := range starts[rc.Input] {
+			e := ends[rc.Input][p].Offset
+			switch {
+			case b.Edge == "start":
+				out[p] = s.Offset
+			case b.Edge == "end":
+				out[p] = e
+			case !b.Time.IsZero():
+				out[p] = timed[rc.Input][p].Offset
+			default:
+				o, ok := b.Offsets[p]
+				switch {
+				case !ok && edge == "start":
+					o = s.Offset
+				case !ok:
+					o = e
+				}
+				out[p] = min(max(o, s.Offset), e)
+			}
+		}
+		for p := range b.Offsets {
+			if _, ok := starts[rc.Input][p]; !ok {
+				return nil, fmt.Errorf("%w: %s has no partition %d", ErrBound, rc.Input, p)
+			}
+		}
+		return out, nil
+	}
+	from, err := at(rc.From, "start")
+	if err != nil {
+		return nil, err
+	}
+	to, err := at(rc.To, "end")
+	if err != nil {
+		return nil, err
+	}
+	ranges := map[int32]Range{}
+	for p := range from {
+		if from[p] > to[p] {
+			return nil, fmt.Errorf("%w: partition %d: --from %s is offset %d, after --to %s at %d", ErrBound, p, rc.From.text, from[p], rc.To.text, to[p])
+		}
+		ranges[p] = Range{From: from[p], To: to[p]}
+	}
+	if rc.Redis != nil {
+		b, _ := json.Marshal(ranges)
+		if err := rc.Redis.SetNX(ctx, key, b, 30*24*time.Hour).Err(); err != nil {
+			return nil, fmt.Errorf("store replay bounds in redis: %w", err)
+		}
+		// Another run may have stored its bounds first: use those.
+		if b, err := rc.Redis.Get(ctx, key).Bytes(); err == nil {
+			_ = json.Unmarshal(b, &ranges)
+		}
+	}
+	return ranges, nil
+}
+
+// seedGroup commits the range starts for a replay group that has no
+// offsets yet, so the replay starts at --from; a group that has offsets (a
+// resumed replay) keeps them. It returns the group's offsets.
+func seedGroup(ctx context.Context, adm *kadm.Client, group, topic string, ranges map[int32]Range) (map[int32]int64, error) {
+	fetched, err := adm.FetchOffsets(ctx, group)
+	if err == nil {
+		err = fetched.Error()
+	}
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		err = nil // a new replay
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: offsets of replay group %s: %v", ErrFatal, group, err)
+	}
+	have := map[int32]int64{}
+	fetched.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == topic && o.Err == nil && o.At >= 0 {
+			have[o.Partition] = o.At
+		}
+	})
+	if len(have) > 0 {
+		return have, nil
+	}
+	var seed kadm.Offsets
+	parts := make([]int32, 0, len(ranges))
+	for p := range ranges {
+		parts = append(parts, p)
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	for _, p := range parts {
+		seed.Add(kadm.Offset{Topic: topic, Partition: p, At: ranges[p].From, LeaderEpoch: -1})
+		have[p] = ranges[p].From
+	}
+	resp, err := adm.CommitOffsets(ctx, group, seed)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: seed replay group %s: %v", ErrFatal, group, err)
+	}
+	return have, nil
+}
