@@ -27,7 +27,7 @@ import (
 
 // Config says what to measure and against what.
 type Config struct {
-	Brokers     []string       // Kafka; the caller starts kfake if it has none
+	Brokers     []string // Kafka; the caller starts kfake if it has none
 	NewNumberer func() (*idgen.Generator, error)
 	Duration    time.Duration  // each throughput window
 	Pairs       int            // passthrough/worker pairs, run interleaved
