@@ -46,9 +46,9 @@ func TestCheckAcceptsACorrectRun(t *testing.T) {
 // Each kind of fault the accounting exists for is caught.
 func TestCheckCatchesFaults(t *testing.T) {
 	cases := []struct {
-		name  string
+		name   string
 		mutate func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record)
-		field func(Report) int
+		field  func(Report) int
 	}{
 		{"lost", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) { return out[:1], dlq },
 			func(r Report) int { return r.Lost }},
