@@ -152,6 +152,11 @@ func (c *cfg) validate() error {
 	if c.txnTimeout < time.Second || c.txnTimeout > 15*time.Minute {
 		return fmt.Errorf("%w: transaction timeout %s: want 1s to 15m", ErrBadConfig, c.txnTimeout)
 	}
+	return c.validateCodec()
+}
+
+// validateCodec fills in the default codec.
+func (c *cfg) validateCodec() error {
 	if c.codec == nil {
 		cd, err := codec.New(codec.Config{})
 		if err != nil {
