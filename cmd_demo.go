@@ -56,6 +56,9 @@ func demoCommand() *cli.Command {
 			if !sum.report.OK() {
 				return fmt.Errorf("demo: the output is not exactly once: %s", sum.report)
 			}
+			if sum.audit.flagged() > 0 {
+				return fmt.Errorf("demo: the audit flagged anomalies in clean data: %v", sum.audit.anomalies)
+			}
 			return nil
 		},
 	}
@@ -71,6 +74,10 @@ type demoJSON struct {
 	Duplicates    int     `json:"duplicates"`
 	Lost          int     `json:"lost"`
 	RecordsPerSec float64 `json:"records_per_sec"`
+	// Audited counts the audit topic's records; Anomalies what the audit
+	// flagged, by kind, every kind present.
+	Audited   int              `json:"audited"`
+	Anomalies map[string]int64 `json:"anomalies"`
 }
 
 type demoSummary struct {
@@ -80,6 +87,7 @@ type demoSummary struct {
 	samples []*kgo.Record
 	layout  idgen.Layout
 	dlq     map[string]int
+	audit   *demoAudit
 }
 
 func runDemo(ctx context.Context, n int, parts int32, log *slog.Logger) (*demoSummary, error) {
@@ -114,12 +122,15 @@ func runDemo(ctx context.Context, n int, parts int32, log *slog.Logger) (*demoSu
 
 	// The orders: one in a thousand malformed (every dead-letter class in
 	// turn), two in a thousand already numbered.
-	// The numbered ones carry numbers an earlier run (server 2) issued.
-	earlier, err := gen.Layout().Compose(time.Now().Add(-24*time.Hour).UnixMilli(), 2, 1, 0)
+	// The numbered ones carry numbers an earlier run (server 2) issued a
+	// minute before, and come first in their partitions (see numberedFirst):
+	// clean data, which the audit finds clean.
+	earlier, err := gen.Layout().Compose(time.Now().Add(-time.Minute).UnixMilli(), 2, 1, 0)
 	if err != nil {
 		return nil, err
 	}
-	inputs := orders.Records(input, parts, n, orders.Mix{BadPerMille: 1, NumberedPerMille: 2}, 200, earlier)
+	mix := orders.Mix{BadPerMille: 1, NumberedPerMille: 2}
+	inputs := numberedFirst(orders.Records(input, parts, n, mix, 200, earlier), mix)
 	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		return nil, err
@@ -157,6 +168,12 @@ func runDemo(ctx context.Context, n int, parts int32, log *slog.Logger) (*demoSu
 	if err := <-done; err != nil {
 		return nil, err
 	}
+	// The audit runs after the worker, so that the worker's figure above
+	// is its own.
+	audit, err := startDemoAudit(ctx, brokers, output, gen.Layout(), log)
+	if err != nil {
+		return nil, err
+	}
 
 	out, err := verify.ReadCommitted(ctx, brokers, output)
 	if err != nil {
@@ -167,11 +184,15 @@ func runDemo(ctx context.Context, n int, parts int32, log *slog.Logger) (*demoSu
 		return nil, err
 	}
 	rep := verify.Check(cd, inputs, out, dl)
-	sum := &demoSummary{report: rep, took: took, layout: gen.Layout(), dlq: map[string]int{}}
+	if err := audit.finish(ctx, brokers, len(out)); err != nil {
+		return nil, err
+	}
+	sum := &demoSummary{report: rep, took: took, layout: gen.Layout(), dlq: map[string]int{}, audit: audit}
 	sum.JSON = demoJSON{
 		In: rep.In, Numbered: rep.Numbered, Passthrough: rep.Passthrough, DLQ: rep.DLQ,
 		UniqueNumbers: rep.Unique, Duplicates: rep.Numbered + rep.Passthrough - rep.Unique, Lost: rep.Lost,
 		RecordsPerSec: float64(n) / took.Seconds(),
+		Audited:       audit.audited, Anomalies: audit.anomalies,
 	}
 	for _, d := range dl {
 		class, _ := verify.Header(d, codec.HeaderErrorClass)
@@ -202,6 +223,7 @@ func (s *demoSummary) print(w io.Writer) {
 		p, _ := s.layout.Decompose(id)
 		fmt.Fprintf(w, "  %s\n    -> %s\n", trim(r.Value, 110), decoded(p).AppendJSON(nil))
 	}
+	s.audit.print(w)
 }
 
 func trim(b []byte, n int) string {

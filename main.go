@@ -66,6 +66,7 @@ func newApp() *cli.App {
 			decodeCommand(),
 			layoutCommand(),
 			runCommand(),
+			auditCommand(),
 			demoCommand(),
 			benchCommand(),
 			replayCommand(),

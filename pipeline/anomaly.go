@@ -1,0 +1,305 @@
+package pipeline
+
+import (
+	"time"
+	"unicode/utf8"
+
+	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/idgen"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The anomalies an audit record can list, by their exact names. A record
+// lists them in the order of [AnomalyKinds].
+const (
+	// AnomalyDuplicate: the number was seen before within the dup window.
+	AnomalyDuplicate = codec.AnomalyDuplicate
+	// AnomalyBackwards: the number is smaller than the previous number in
+	// the same partition.
+	AnomalyBackwards = "backwards"
+	// AnomalyUnknownServer: the server ID is not an allowed one.
+	AnomalyUnknownServer = "unknown_server"
+	// AnomalyUnknownWorker: the worker ID is not an allowed one.
+	AnomalyUnknownWorker = "unknown_worker"
+	// AnomalyFuture: the number's time is ahead of the audit consumer's
+	// clock by more than the allowed skew.
+	AnomalyFuture = "future"
+	// AnomalyLag: the record's timestamp and the number's time are further
+	// apart than the allowed lag.
+	AnomalyLag = "lag"
+	// AnomalyInvalid: the record has no number, or one that does not decode.
+	// It is the only anomaly of such a record.
+	AnomalyInvalid = codec.AnomalyInvalid
+)
+
+var anomalyKinds = [...]string{AnomalyDuplicate, AnomalyBackwards, AnomalyUnknownServer,
+	AnomalyUnknownWorker, AnomalyFuture, AnomalyLag, AnomalyInvalid}
+
+// AnomalyKinds returns every anomaly name, in the order records list them.
+func AnomalyKinds() []string { return append([]string(nil), anomalyKinds[:]...) }
+
+// anomalies is a set of anomalies: bit i is anomalyKinds[i].
+type anomalies uint8
+
+const (
+	anDuplicate anomalies = 1 << iota
+	anBackwards
+	anUnknownServer
+	anUnknownWorker
+	anFuture
+	anLag
+	anInvalid
+)
+
+// anomalyLists holds the name list of every set, built once, so that an
+// audit record's Anomalies costs no allocation. The lists are shared: never
+// modify one.
+var anomalyLists = func() (l [1 << len(anomalyKinds)][]string) {
+	for set := range l {
+		for i, k := range anomalyKinds {
+			if set&(1<<i) != 0 {
+				l[set] = append(l[set], k)
+			}
+		}
+	}
+	return l
+}()
+
+func (a anomalies) names() []string { return anomalyLists[a] }
+
+// partKey names a partition of a numbered topic.
+type partKey struct {
+	topic     string
+	partition int32
+}
+
+// lastSeen is what a partition's last audited record left behind: its offset
+// and, if it had one, its number.
+type lastSeen struct {
+	offset int64
+	id     int64
+	hasID  bool
+}
+
+// detectorConfig is what the detector checks against.
+type detectorConfig struct {
+	layout           idgen.Layout
+	field            string
+	window           time.Duration
+	maxEntries       int
+	maxSkew, maxLag  time.Duration      // maxLag 0: no lag check
+	servers, workers map[int64]struct{} // nil: any ID is allowed
+	skipRedelivered  bool               // at-least-once: skip records this instance already wrote
+	now              func() time.Time
+}
+
+// detector decodes numbers and flags anomalies. Its state (the dup window,
+// the last number of each partition) must describe exactly the records whose
+// audit records were committed, or a transaction that aborts would leave
+// behind numbers that its own records, read again, would then collide with.
+// So a batch is staged: begin, audit each record against the committed
+// state plus what the batch itself staged, then commit (apply the stage) or
+// abort (drop it). A detector is used by one goroutine.
+type detector struct {
+	cfg  detectorConfig
+	dups *dupWindow
+	last map[partKey]lastSeen
+
+	// The open batch.
+	nowMs           int64
+	limit           int64 // newest bucket the clock allows
+	wm              int64 // watermark with the batch's numbers
+	staged          map[int64]struct{}
+	order           []int64
+	lastStaged      map[partKey]lastSeen
+	uncheckedStaged uint64
+
+	// unchecked counts the committed numbers the dup check had to skip:
+	// older than the window behind the newest number, or beyond the clock's
+	// limit.
+	unchecked uint64
+}
+
+func newDetector(c detectorConfig) *detector {
+	if c.now == nil {
+		c.now = time.Now
+	}
+	return &detector{
+		cfg:        c,
+		dups:       newDupWindow(c.layout, c.window, c.maxEntries),
+		last:       make(map[partKey]lastSeen),
+		staged:     make(map[int64]struct{}),
+		lastStaged: make(map[partKey]lastSeen),
+	}
+}
+
+// begin opens a batch; records are judged against the clock read here.
+func (d *detector) begin() {
+	d.abort()
+	d.nowMs = d.cfg.now().UnixMilli()
+	d.limit = d.limitBucket(d.nowMs)
+	d.wm = d.dups.watermark
+}
+
+// limitBucket is the newest dup-window bucket a number may be in at Unix
+// millisecond now: the clock plus the allowed skew.
+func (d *detector) limitBucket(now int64) int64 {
+	ms := now + d.cfg.maxSkew.Milliseconds() - d.cfg.layout.EpochMs()
+	if ms < 0 {
+		return -1
+	}
+	return ms >> d.dups.shift
+}
+
+// abort drops the open batch.
+func (d *detector) abort() {
+	clear(d.staged)
+	clear(d.lastStaged)
+	d.order = d.order[:0]
+	d.uncheckedStaged = 0
+}
+
+// commit applies the open batch: the state now includes its records.
+func (d *detector) commit() {
+	for _, id := range d.order {
+		d.dups.add(id, d.limit)
+	}
+	for k, v := range d.lastStaged {
+		d.last[k] = v
+	}
+	d.unchecked += d.uncheckedStaged
+	d.abort()
+}
+
+func (d *detector) lastOf(k partKey) (lastSeen, bool) {
+	if v, ok := d.lastStaged[k]; ok {
+		return v, true
+	}
+	v, ok := d.last[k]
+	return v, ok
+}
+
+// audit builds the audit record of r within the open batch. skip is true
+// for a record this instance already wrote (at-least-once mode only), which
+// must not be written or judged again.
+func (d *detector) audit(r *kgo.Record) (rec codec.AuditRecord, set anomalies, skip bool) {
+	k := partKey{r.Topic, r.Partition}
+	prev, hasPrev := d.lastOf(k)
+	if d.cfg.skipRedelivered && hasPrev && r.Offset <= prev.offset {
+		return rec, 0, true
+	}
+	rec = codec.AuditRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+		RecordUnixMs: r.Timestamp.UnixMilli(), Source: sourceOf(r)}
+	id, ok := numberOf(r, d.cfg.field)
+	if !ok {
+		// The partition's last number stays: "backwards" compares numbers.
+		d.lastStaged[k] = lastSeen{offset: r.Offset, id: prev.id, hasID: prev.hasID}
+		rec.Anomalies = anInvalid.names()
+		return rec, anInvalid, false
+	}
+	p, _ := d.cfg.layout.Decompose(id) // every non-negative int64 decodes
+	rec.Decoded = codec.Decoded{ID: id, UnixMs: p.UnixMs, ElapsedMs: p.ElapsedMs, Server: p.Server,
+		Worker: p.Worker, Sequence: p.Sequence, Valid: true}
+	rec.LagMs = rec.RecordUnixMs - p.UnixMs
+
+	if b := d.dups.bucketOf(id); d.dups.checkable(b, d.wm, d.limit) {
+		if _, again := d.staged[id]; again || d.dups.contains(id) {
+			set |= anDuplicate
+		} else {
+			d.staged[id] = struct{}{}
+			d.order = append(d.order, id)
+		}
+		d.wm = max(d.wm, b)
+	} else {
+		d.uncheckedStaged++
+	}
+	if hasPrev && prev.hasID && id < prev.id {
+		set |= anBackwards
+	}
+	if _, ok := d.cfg.servers[p.Server]; d.cfg.servers != nil && !ok {
+		set |= anUnknownServer
+	}
+	if _, ok := d.cfg.workers[p.Worker]; d.cfg.workers != nil && !ok {
+		set |= anUnknownWorker
+	}
+	if p.UnixMs-d.nowMs > d.cfg.maxSkew.Milliseconds() {
+		set |= anFuture
+	}
+	if lag := d.cfg.maxLag.Milliseconds(); lag > 0 && (rec.LagMs > lag || rec.LagMs < -lag) {
+		set |= anLag
+	}
+	d.lastStaged[k] = lastSeen{offset: r.Offset, id: id, hasID: true}
+	rec.Anomalies = set.names()
+	return rec, set, false
+}
+
+// observe adds a record to the committed state without judging it: the
+// catch-up on records that another instance (or an earlier run) audited.
+// It must not be called while a batch is open.
+func (d *detector) observe(r *kgo.Record, now time.Time) {
+	k := partKey{r.Topic, r.Partition}
+	prev := d.last[k]
+	if id, ok := numberOf(r, d.cfg.field); ok {
+		d.dups.add(id, d.limitBucket(now.UnixMilli()))
+		d.last[k] = lastSeen{offset: r.Offset, id: id, hasID: true}
+		return
+	}
+	d.last[k] = lastSeen{offset: r.Offset, id: prev.id, hasID: prev.hasID}
+}
+
+// forget drops what the detector knows of a partition's last record, for a
+// partition whose offsets were moved back behind it.
+func (d *detector) forget(k partKey) { delete(d.last, k) }
+
+// numberOf finds a record's number: the HeaderNumber header if there is one
+// (the last, as the worker appends its own after the input's), else the
+// number field of the JSON value. ok is false when neither holds a canonical
+// decimal in 0..2^63-1; a header that is present but bad does not fall back
+// to the field, since it means the record is not what it claims to be.
+func numberOf(r *kgo.Record, field string) (int64, bool) {
+	for i := len(r.Headers) - 1; i >= 0; i-- {
+		if r.Headers[i].Key == codec.HeaderNumber {
+			return parseNumber(r.Headers[i].Value)
+		}
+	}
+	raw, ok, err := codec.Field(r.Value, field)
+	if err != nil || !ok {
+		return 0, false
+	}
+	return parseNumber(raw)
+}
+
+// parseNumber parses a canonical decimal int64 in 0..2^63-1: digits only,
+// no sign, no leading zero, as the worker writes and accepts numbers.
+func parseNumber(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 19 || (b[0] == '0' && len(b) > 1) {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	if n > 1<<63-1 {
+		return 0, false
+	}
+	return int64(n), true
+}
+
+// sourceOf returns the record's HeaderSource when it is a well-formed UTF-8
+// topic/partition/offset, else "": the audit record's source is either a
+// location that can be looked up or nothing.
+func sourceOf(r *kgo.Record) string {
+	for i := len(r.Headers) - 1; i >= 0; i-- {
+		if r.Headers[i].Key == codec.HeaderSource {
+			s := string(r.Headers[i].Value)
+			if _, _, _, err := codec.ParseSource(s); err != nil || !utf8.ValidString(s) {
+				return ""
+			}
+			return s
+		}
+	}
+	return ""
+}

@@ -1,0 +1,465 @@
+package pipeline
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/idgen"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// testNow is the detector tests' clock: numbers are composed around it.
+var testNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func mustCompose(t testing.TB, l idgen.Layout, at time.Time, server, worker, seq int64) int64 {
+	t.Helper()
+	id, err := l.Compose(at.UnixMilli(), server, worker, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// numbered returns a record of topic t partition p at offset off carrying
+// id in the number header (and no value), timestamped at the number's time
+// unless ts is set.
+func numbered(p int32, off int64, id int64) *kgo.Record {
+	l := idgen.DefaultLayout()
+	parts, _ := l.Decompose(id)
+	return &kgo.Record{Topic: "t", Partition: p, Offset: off, Timestamp: parts.Time,
+		Headers: []kgo.RecordHeader{{Key: codec.HeaderNumber, Value: []byte(strconv.FormatInt(id, 10))}}}
+}
+
+func newTestDetector(t testing.TB, mod func(*detectorConfig)) *detector {
+	t.Helper()
+	c := detectorConfig{layout: idgen.DefaultLayout(), field: codec.DefaultField, window: 10 * time.Minute,
+		maxEntries: 1 << 20, maxSkew: 5 * time.Second, maxLag: 5 * time.Minute, now: func() time.Time { return testNow }}
+	if mod != nil {
+		mod(&c)
+	}
+	return newDetector(c)
+}
+
+// auditAll runs recs through one committed batch and returns each record's
+// anomaly names.
+func auditAll(d *detector, recs ...*kgo.Record) [][]string {
+	d.begin()
+	var out [][]string
+	for _, r := range recs {
+		rec, _, skip := d.audit(r)
+		if skip {
+			out = append(out, []string{"SKIPPED"})
+			continue
+		}
+		out = append(out, rec.Anomalies)
+	}
+	d.commit()
+	return out
+}
+
+func TestDetectorAnomalies(t *testing.T) {
+	l := idgen.DefaultLayout()
+	at := func(d time.Duration, seq int64) int64 { return mustCompose(t, l, testNow.Add(d), 1, 1, seq) }
+	withTS := func(r *kgo.Record, ts time.Time) *kgo.Record { r.Timestamp = ts; return r }
+	value := func(p int32, off int64, v string, hdrs ...string) *kgo.Record {
+		r := &kgo.Record{Topic: "t", Partition: p, Offset: off, Value: []byte(v), Timestamp: testNow}
+		for i := 0; i+1 < len(hdrs); i += 2 {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: hdrs[i], Value: []byte(hdrs[i+1])})
+		}
+		return r
+	}
+	n := func(id int64) string { return strconv.FormatInt(id, 10) }
+	allowOne := func(c *detectorConfig) {
+		c.servers = map[int64]struct{}{1: {}}
+		c.workers = map[int64]struct{}{1: {}}
+	}
+	cases := []struct {
+		name string
+		mod  func(*detectorConfig)
+		recs []*kgo.Record
+		want [][]string
+	}{
+		{"clean increasing", nil,
+			[]*kgo.Record{numbered(0, 0, at(-3*time.Second, 0)), numbered(0, 1, at(-3*time.Second, 1)), numbered(1, 0, at(-time.Second, 0))},
+			[][]string{nil, nil, nil}},
+		{"duplicate in another partition", nil,
+			[]*kgo.Record{numbered(0, 0, at(-time.Second, 0)), numbered(1, 0, at(-time.Second, 0))},
+			[][]string{nil, {"duplicate"}}},
+		{"duplicate twice in a row is not backwards", nil,
+			[]*kgo.Record{numbered(0, 0, at(-time.Second, 7)), numbered(0, 1, at(-time.Second, 7))},
+			[][]string{nil, {"duplicate"}}},
+		{"backwards in one partition only", nil,
+			[]*kgo.Record{numbered(0, 0, at(-time.Second, 5)), numbered(0, 1, at(-time.Second, 4)), numbered(1, 0, at(-time.Second, 3))},
+			[][]string{nil, {"backwards"}, nil}},
+		{"backwards and duplicate", nil,
+			[]*kgo.Record{numbered(0, 0, at(-time.Second, 1)), numbered(0, 1, at(-time.Second, 2)), numbered(0, 2, at(-time.Second, 1))},
+			[][]string{nil, nil, {"duplicate", "backwards"}}},
+		{"an invalid record in between keeps the last number", nil,
+			[]*kgo.Record{numbered(0, 0, at(-time.Second, 9)), value(0, 1, `{}`), numbered(0, 2, at(-time.Second, 8))},
+			[][]string{nil, {"invalid"}, {"backwards"}}},
+		{"unknown server and worker", allowOne,
+			[]*kgo.Record{numbered(0, 0, at(-time.Second, 0)), numbered(0, 1, mustCompose(t, l, testNow, 7, 1, 0)),
+				numbered(0, 2, mustCompose(t, l, testNow.Add(time.Millisecond), 1, 9, 0)), numbered(0, 3, mustCompose(t, l, testNow.Add(2*time.Millisecond), 3, 4, 0))},
+			[][]string{nil, {"unknown_server"}, {"unknown_worker"}, {"unknown_server", "unknown_worker"}}},
+		{"any server without a list", nil,
+			[]*kgo.Record{numbered(0, 0, mustCompose(t, l, testNow, 31, 31, 0))},
+			[][]string{nil}},
+		{"future beyond the skew only", nil,
+			[]*kgo.Record{numbered(0, 0, at(4*time.Second, 0)), numbered(1, 0, at(6*time.Second, 0))},
+			[][]string{nil, {"future"}}},
+		{"lag both ways", nil,
+			[]*kgo.Record{withTS(numbered(0, 0, at(-time.Hour, 0)), testNow), withTS(numbered(1, 0, at(-time.Second, 0)), testNow.Add(-time.Hour)),
+				withTS(numbered(2, 0, at(-time.Minute, 0)), testNow)},
+			[][]string{{"lag"}, {"lag"}, nil}},
+		{"lag check off", func(c *detectorConfig) { c.maxLag = 0 },
+			[]*kgo.Record{withTS(numbered(0, 0, at(-time.Hour, 0)), testNow)},
+			[][]string{nil}},
+		{"invalid: missing, garbage, bad numbers", nil,
+			[]*kgo.Record{value(0, 0, `{"order_ref":"x"}`), value(0, 1, "\xff\x00garbage"), value(0, 2, `{"order_no":null}`),
+				value(0, 3, `{"order_no":"007"}`), value(0, 4, `{"order_no":-5}`), value(0, 5, `{"order_no":"1.5"}`),
+				value(0, 6, `{"order_no":"99999999999999999999"}`), value(0, 7, `{"order_no":"1","order_no":"2"}`), value(0, 8, ``)},
+			[][]string{{"invalid"}, {"invalid"}, {"invalid"}, {"invalid"}, {"invalid"}, {"invalid"}, {"invalid"}, {"invalid"}, {"invalid"}}},
+		{"number field as string or integer", nil,
+			[]*kgo.Record{value(0, 0, `{"order_no":"`+n(at(-time.Second, 0))+`"}`), value(0, 1, `{"a":[1],"order_no":`+n(at(-time.Second, 1))+`}`)},
+			[][]string{nil, nil}},
+		{"a bad header does not fall back to the field", nil,
+			[]*kgo.Record{value(0, 0, `{"order_no":"`+n(at(-time.Second, 0))+`"}`, codec.HeaderNumber, "12a"),
+				value(0, 1, `garbage`, codec.HeaderNumber, n(at(-time.Second, 1)))},
+			[][]string{{"invalid"}, nil}},
+		{"the last number header counts", nil,
+			[]*kgo.Record{value(0, 0, ``, codec.HeaderNumber, "junk", codec.HeaderNumber, n(at(-time.Second, 0)))},
+			[][]string{nil}},
+		{"custom field", func(c *detectorConfig) { c.field = "id" },
+			[]*kgo.Record{value(0, 0, `{"id":"`+n(at(-time.Second, 0))+`"}`), value(0, 1, `{"order_no":"`+n(at(-time.Second, 1))+`"}`)},
+			[][]string{nil, {"invalid"}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := auditAll(newTestDetector(t, c.mod), c.recs...)
+			if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("anomalies %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+// The audit record holds the decoded parts, the lag and the source.
+func TestDetectorRecordFields(t *testing.T) {
+	l := idgen.DefaultLayout()
+	id := mustCompose(t, l, testNow, 3, 4, 5)
+	r := numbered(2, 41, id)
+	r.Timestamp = testNow.Add(-250 * time.Millisecond)
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: codec.HeaderSource, Value: []byte("orders/2/17")})
+	d := newTestDetector(t, nil)
+	d.begin()
+	rec, set, _ := d.audit(r)
+	want := codec.AuditRecord{Decoded: codec.Decoded{ID: id, UnixMs: testNow.UnixMilli(), ElapsedMs: testNow.UnixMilli() - l.EpochMs(),
+		Server: 3, Worker: 4, Sequence: 5, Valid: true}, Topic: "t", Partition: 2, Offset: 41,
+		RecordUnixMs: testNow.UnixMilli() - 250, LagMs: -250, Source: "orders/2/17", Anomalies: []string{}}
+	if set != 0 || len(rec.Anomalies) != 0 {
+		t.Fatalf("anomalies %v", rec.Anomalies)
+	}
+	rec.Anomalies = []string{}
+	if !reflect.DeepEqual(rec, want) {
+		t.Fatalf("record\n%+v, want\n%+v", rec, want)
+	}
+	r.Headers[1].Value = []byte("not a source")
+	if rec, _, _ := d.audit(r); rec.Source != "" {
+		t.Fatalf("source %q from a malformed header, want empty", rec.Source)
+	}
+}
+
+// The property exactly-once rests on: an aborted batch leaves no trace, so
+// its records, read again, are not duplicates (or backwards steps) of
+// themselves; a committed one does.
+func TestDetectorAbortLeavesNoTrace(t *testing.T) {
+	l := idgen.DefaultLayout()
+	var recs []*kgo.Record
+	for i := range int64(5) {
+		recs = append(recs, numbered(0, i, mustCompose(t, l, testNow, 1, 1, i)))
+	}
+	d := newTestDetector(t, nil)
+	d.begin()
+	for _, r := range recs {
+		d.audit(r)
+	}
+	d.abort()
+	for _, got := range auditAll(d, recs...) {
+		if got != nil {
+			t.Fatalf("after an abort the same records were flagged %v", got)
+		}
+	}
+	// Committed, the same number again is a duplicate.
+	got := auditAll(d, numbered(1, 0, mustCompose(t, l, testNow, 1, 1, 4)))
+	if !reflect.DeepEqual(got, [][]string{{"duplicate"}}) {
+		t.Fatalf("after a commit the same number was flagged %v, want duplicate", got)
+	}
+	if d.dups.entries != 5 {
+		t.Fatalf("window holds %d numbers, want 5", d.dups.entries)
+	}
+}
+
+// At least once (no audit topic): records this instance already wrote are
+// skipped when they come again, not judged as duplicates of themselves.
+func TestDetectorSkipsRedelivered(t *testing.T) {
+	l := idgen.DefaultLayout()
+	d := newTestDetector(t, func(c *detectorConfig) { c.skipRedelivered = true })
+	a, b := numbered(0, 10, mustCompose(t, l, testNow, 1, 1, 0)), numbered(0, 11, mustCompose(t, l, testNow, 1, 1, 1))
+	auditAll(d, a, b)
+	got := auditAll(d, a, b, numbered(0, 12, mustCompose(t, l, testNow, 1, 1, 2)))
+	if !reflect.DeepEqual(got, [][]string{{"SKIPPED"}, {"SKIPPED"}, nil}) {
+		t.Fatalf("redelivered records: %q", got)
+	}
+}
+
+// Catch-up: observed records count for later checks but are not judged.
+func TestDetectorObserve(t *testing.T) {
+	l := idgen.DefaultLayout()
+	d := newTestDetector(t, nil)
+	x, y := mustCompose(t, l, testNow, 1, 1, 1), mustCompose(t, l, testNow, 1, 1, 9)
+	d.observe(numbered(0, 0, x), testNow)
+	d.observe(numbered(0, 1, y), testNow)
+	got := auditAll(d, numbered(0, 2, mustCompose(t, l, testNow, 1, 1, 5)), numbered(1, 0, x))
+	if !reflect.DeepEqual(got, [][]string{{"backwards"}, {"duplicate"}}) {
+		t.Fatalf("after catch-up: %q, want backwards then duplicate", got)
+	}
+}
+
+func TestDupWindowShape(t *testing.T) {
+	l30, err := idgen.NewLayout(idgen.DefaultEpoch, 30, 10, 10, 13)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		l       idgen.Layout
+		window  time.Duration
+		compact bool
+		spanMs  int64
+	}{
+		{"default layout, 10m", idgen.DefaultLayout(), 10 * time.Minute, true, 1024},
+		{"default layout, 1s", idgen.DefaultLayout(), time.Second, true, 8},
+		{"default layout, 7 days", idgen.DefaultLayout(), 7 * 24 * time.Hour, false, 8 << 20},
+		{"33 low bits", l30, 10 * time.Minute, false, 8192},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newDupWindow(c.l, c.window, 100)
+			if w.compact != c.compact || w.spanMs() != c.spanMs {
+				t.Fatalf("compact %v span %dms, want %v %dms", w.compact, w.spanMs(), c.compact, c.spanMs)
+			}
+			if cover := (w.n - 1) * w.spanMs(); cover < c.window.Milliseconds() || cover > c.window.Milliseconds()*102/100+w.spanMs() {
+				t.Fatalf("%d buckets of %dms cover %dms, want the window %s", w.n, w.spanMs(), cover, c.window)
+			}
+			// Every kind of number round-trips: first and last of a bucket.
+			b := (c.l.EpochMs() + 123456) >> w.shift
+			first, last := b<<w.shift<<w.timeShift, (b+1)<<w.shift<<w.timeShift-1
+			for _, id := range []int64{first, last, first + 1} {
+				if w.contains(id) || !w.add(id, 1<<62) || !w.contains(id) || w.add(id, 1<<62) {
+					t.Fatalf("number %d: add/contains disagree", id)
+				}
+			}
+		})
+	}
+}
+
+// A number leaves the window when the newest number is a window ahead of
+// it, in number time; a number from far ahead does not move the window.
+func TestDupWindowExpiry(t *testing.T) {
+	l := idgen.DefaultLayout()
+	w := newDupWindow(l, time.Minute, 1000)
+	limit := w.bucketOf(mustCompose(t, l, testNow.Add(5*time.Second), 0, 0, 0))
+	old := mustCompose(t, l, testNow.Add(-time.Minute), 1, 1, 0)
+	w.add(old, limit)
+	w.add(mustCompose(t, l, testNow.Add(-30*time.Second), 1, 1, 0), limit)
+	if w.add(mustCompose(t, l, testNow.Add(time.Hour), 1, 1, 0), limit) || w.watermark > limit {
+		t.Fatalf("a number an hour ahead was remembered or moved the watermark")
+	}
+	if !w.contains(old) {
+		t.Fatal("the oldest number was forgotten within the window")
+	}
+	w.add(mustCompose(t, l, testNow.Add(2*time.Second), 1, 1, 0), limit)
+	if w.contains(old) || w.entries != 2 {
+		t.Fatalf("a window later: old still there %v, entries %d (want 2)", w.contains(old), w.entries)
+	}
+	if w.add(old, limit) {
+		t.Fatal("a number older than the window was remembered")
+	}
+}
+
+// Past maxEntries the oldest bucket goes, the eviction is counted, the
+// window is effectively shorter, and numbers from before it are no longer
+// remembered.
+func TestDupWindowEviction(t *testing.T) {
+	l := idgen.DefaultLayout()
+	w := newDupWindow(l, 10*time.Minute, 100)
+	limit := int64(1 << 62)
+	var firsts []int64
+	for s := range 5 {
+		for i := range int64(30) {
+			id := mustCompose(t, l, testNow.Add(time.Duration(s)*2*time.Second), 1, 1, i)
+			if i == 0 {
+				firsts = append(firsts, id)
+			}
+			w.add(id, limit)
+			if w.entries > 100 {
+				t.Fatalf("%d entries, cap 100", w.entries)
+			}
+		}
+	}
+	if w.evictions != 2 || w.contains(firsts[0]) || w.contains(firsts[1]) || !w.contains(firsts[2]) {
+		t.Fatalf("evictions %d; first bucket kept %v, second %v, third %v", w.evictions,
+			w.contains(firsts[0]), w.contains(firsts[1]), w.contains(firsts[2]))
+	}
+	if w.add(firsts[0], limit) {
+		t.Fatal("a number from an evicted bucket was remembered again")
+	}
+	if eff := w.effectiveMs(); eff >= 10*time.Minute.Milliseconds() || eff < 4096 {
+		t.Fatalf("effective window %dms after evictions", eff)
+	}
+	// One bucket alone over the cap keeps filling, dropping itself.
+	w2 := newDupWindow(l, time.Minute, 10)
+	for i := range int64(25) {
+		w2.add(mustCompose(t, l, testNow, 1, 1, i), limit)
+	}
+	if w2.entries > 10 || w2.evictions != 2 {
+		t.Fatalf("one full bucket: entries %d evictions %d", w2.entries, w2.evictions)
+	}
+}
+
+// idSet behaves as a set, zero included.
+func TestIDSet(t *testing.T) {
+	var s32 idSet[uint32]
+	var s64 idSet[uint64]
+	ref := map[uint64]bool{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		k := rng.Uint64N(5000)
+		if k%97 == 0 {
+			k = 0
+		}
+		if a, b := s32.add(uint32(k)), s64.add(k); a != !ref[k] || b != !ref[k] {
+			t.Fatalf("add(%d) = %v %v with the key present: %v", k, a, b, ref[k])
+		}
+		ref[k] = true
+	}
+	for k := range uint64(6000) {
+		if s32.has(uint32(k)) != ref[k] || s64.has(k) != ref[k] {
+			t.Fatalf("has(%d) wrong", k)
+		}
+	}
+	if s32.n != len(ref) || s64.n != len(ref) {
+		t.Fatalf("n %d %d, want %d", s32.n, s64.n, len(ref))
+	}
+	if load := float64(s64.n) / float64(len(s64.slots)); load > 0.75 || load < 0.375 {
+		t.Fatalf("load %.2f outside 3/8..3/4", load)
+	}
+}
+
+// FuzzDetector feeds arbitrary values and headers through the detector.
+// Invariants, for any bytes:
+//   - audit never panics, and every record gets an audit record;
+//   - a record without a decodable number is flagged exactly ["invalid"],
+//     and one with a number never "invalid";
+//   - anomalies are listed in AnomalyKinds order, each at most once;
+//   - a valid number's parts compose back to it under the layout;
+//   - the JSON parses back (codec.ParseAuditRecord) to the same record.
+func FuzzDetector(f *testing.F) {
+	l := idgen.DefaultLayout()
+	id := mustCompose(f, l, testNow, 1, 1, 0)
+	f.Add([]byte(`{"order_no":"`+strconv.FormatInt(id, 10)+`"}`), []byte(nil), []byte("orders/0/1"), int64(0), int32(0))
+	f.Add([]byte("\xff\xfe"), []byte(strconv.FormatInt(id, 10)), []byte("/0/1"), int64(-1), int32(3))
+	f.Add([]byte(`{"order_no":9223372036854775807}`), []byte("9223372036854775808"), []byte("a/b/c"), int64(1<<62), int32(-1))
+	f.Add([]byte(`{"order_no":0}`), []byte("0"), []byte(""), int64(0), int32(0))
+	f.Fuzz(func(t *testing.T, value, number, source []byte, tsMs int64, partition int32) {
+		d := newTestDetector(t, func(c *detectorConfig) {
+			c.servers = map[int64]struct{}{1: {}}
+			c.maxEntries = 64
+		})
+		r := &kgo.Record{Topic: "t", Partition: partition, Offset: 5, Value: value, Timestamp: time.UnixMilli(tsMs % (1 << 50))}
+		if number != nil {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: codec.HeaderNumber, Value: number})
+		}
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: codec.HeaderSource, Value: source})
+		for round := range 2 { // the second time, the number is a duplicate
+			d.begin()
+			rec, set, skip := d.audit(r)
+			d.commit()
+			if skip {
+				t.Fatal("skipped without at-least-once mode")
+			}
+			if !rec.Valid && !slices.Equal(rec.Anomalies, []string{"invalid"}) || rec.Valid && slices.Contains(rec.Anomalies, "invalid") {
+				t.Fatalf("valid %v with anomalies %v", rec.Valid, rec.Anomalies)
+			}
+			if rec.Valid && round == 1 && set&anDuplicate == 0 && d.unchecked == 0 {
+				t.Fatalf("the same number twice was not a duplicate: %v", rec.Anomalies)
+			}
+			last := -1
+			for _, a := range rec.Anomalies {
+				i := slices.Index(anomalyKinds[:], a)
+				if i <= last {
+					t.Fatalf("anomalies out of order or repeated: %v", rec.Anomalies)
+				}
+				last = i
+			}
+			if rec.Valid {
+				if back, err := l.Compose(rec.UnixMs, rec.Server, rec.Worker, rec.Sequence); err != nil || back != rec.ID {
+					t.Fatalf("parts of %d compose to %d (%v)", rec.ID, back, err)
+				}
+			}
+			js := rec.AppendJSON(nil)
+			back, err := codec.ParseAuditRecord(js)
+			if err != nil {
+				t.Fatalf("audit record %s does not parse: %v", js, err)
+			}
+			if len(rec.Anomalies) == 0 {
+				rec.Anomalies = nil
+			}
+			if !reflect.DeepEqual(back, rec) {
+				t.Fatalf("round trip\n%+v\n%+v", back, rec)
+			}
+		}
+	})
+}
+
+// BenchmarkAuditBatch is the auditor's CPU per record without Kafka: find
+// the number (in the header), decode it, judge it against the dup window
+// and its partition, write the audit record's key and JSON, and update the
+// metrics and the live page, in batches of 10,000 records over 4
+// partitions.
+func BenchmarkAuditBatch(b *testing.B) {
+	a, err := NewAuditor(AuditBrokers("x"), AuditInputTopics("t"), AuditTopic("t.audit"), AuditInstanceID("b"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := idgen.DefaultLayout()
+	const n = 10000
+	batch := &auditBatch{in: make([]*kgo.Record, n)}
+	src := []byte("orders/0/0")
+	start := time.Now().Add(-time.Minute)
+	round := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		for i := range batch.in {
+			// 10 numbers per ms, new ones every round.
+			id := mustCompose(b, l, start.Add(time.Duration(round*n+i)/10*time.Millisecond), 1, 1, int64(i%10))
+			batch.in[i] = &kgo.Record{Topic: "t", Partition: int32(i % 4), Offset: int64(round*n + i), Timestamp: start, Value: []byte(`{}`),
+				Headers: []kgo.RecordHeader{{Key: codec.HeaderNumber, Value: strconv.AppendInt(nil, id, 10)}, {Key: codec.HeaderSource, Value: src}}}
+		}
+		round++
+		b.StartTimer()
+		a.det.begin()
+		batch.build(a.det, "t.audit", 4)
+		a.det.commit()
+		if err := a.committed(batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/record")
+}

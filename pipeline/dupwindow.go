@@ -1,0 +1,285 @@
+package pipeline
+
+import (
+	"math/bits"
+	"time"
+
+	"github.com/flakestream/flakestream/idgen"
+)
+
+// dupWindow remembers the numbers seen within a window of number time, so
+// the audit consumer can say whether a number was seen before.
+//
+// Numbers carry their millisecond, so the window is a ring of buckets, each
+// holding the numbers of one span of number time (1,024 ms under the
+// default layout and a 10-minute window). A bucket is dropped whole when the
+// watermark (the newest number time seen, never more than the clock plus the
+// allowed skew) moves a window past it: no per-entry timestamps, no sweeps.
+// Number time rather than arrival time makes the answer a property of the
+// stream, not of when or how fast the consumer read it: a backlog read an
+// hour late, or records read again after a restart, are judged the same way.
+//
+// Memory is bounded by maxEntries. When a number would pass it, the oldest
+// bucket is evicted first (counted in evictions): the window is then
+// effectively shorter, and numbers older than the evicted bucket are no
+// longer checked. Under the default layout an entry is a uint32 (the
+// number's offset from its bucket's first number) in an open-addressing
+// set; see BenchmarkDupWindowMemory for the bytes an entry costs.
+//
+// A dupWindow is not safe for concurrent use.
+type dupWindow struct {
+	shift      uint // bucket span is 1<<shift ms of number time
+	timeShift  uint // bit position of a number's time field
+	compact    bool // entries are uint32 offsets from the bucket's first number
+	ring       []bucket
+	n          int64 // len(ring)
+	maxEntries int
+
+	entries   int
+	watermark int64 // newest bucket accepted; -1 before the first number
+	floor     int64 // oldest bucket still remembered after evictions
+	evictions uint64
+}
+
+// bucket holds the numbers of bucket number no; only one of the sets is in
+// use, as the window is compact or not.
+type bucket struct {
+	no  int64
+	s32 idSet[uint32]
+	s64 idSet[uint64]
+}
+
+func (b *bucket) len() int { return b.s32.n + b.s64.n }
+
+// newDupWindow returns a window of the given length for numbers of layout l,
+// holding at most maxEntries numbers.
+func newDupWindow(l idgen.Layout, window time.Duration, maxEntries int) *dupWindow {
+	low := uint(l.TimeShift())
+	ms := max(window.Milliseconds(), 1)
+	// Spans of about 1/64 of the window keep the overshoot of wholesale
+	// expiry under 2%; a span that keeps (span<<low) within 32 bits halves
+	// the memory of an entry, worth up to 64k buckets.
+	shift := uint(0)
+	if ms >= 128 {
+		shift = uint(bits.Len64(uint64(ms/64))) - 1
+	}
+	compact := false
+	if low+shift <= 32 {
+		compact = true
+	} else if low <= 32 && ms>>(32-low) <= 1<<16 {
+		shift, compact = 32-low, true
+	}
+	n := (ms+(1<<shift)-1)>>shift + 1
+	w := &dupWindow{shift: shift, timeShift: low, compact: compact, n: n, maxEntries: max(maxEntries, 1), watermark: -1}
+	w.ring = make([]bucket, n)
+	for i := range w.ring {
+		w.ring[i].no = -1
+	}
+	return w
+}
+
+// spanMs is the length of number time one bucket covers.
+func (w *dupWindow) spanMs() int64 { return 1 << w.shift }
+
+// bucketOf returns the bucket number of a number.
+func (w *dupWindow) bucketOf(id int64) int64 { return id >> w.timeShift >> w.shift }
+
+// lowest returns the oldest bucket a check may use when the watermark is wm.
+func (w *dupWindow) lowest(wm int64) int64 { return max(wm-(w.n-1), w.floor) }
+
+// checkable reports whether a number in bucket b can be checked (and
+// remembered) under watermark wm and the clock's limit bucket: it must lie
+// within the window behind the watermark and not beyond the limit.
+func (w *dupWindow) checkable(b, wm, limit int64) bool {
+	if b > limit {
+		return false
+	}
+	return b >= w.lowest(max(wm, b))
+}
+
+// contains reports whether id is remembered.
+func (w *dupWindow) contains(id int64) bool {
+	b := w.bucketOf(id)
+	if b < 0 || b > w.watermark || b < w.lowest(w.watermark) {
+		return false
+	}
+	bk := &w.ring[b%w.n]
+	if bk.no != b {
+		return false
+	}
+	if w.compact {
+		return bk.s32.has(uint32(id - b<<w.shift<<w.timeShift))
+	}
+	return bk.s64.has(uint64(id))
+}
+
+// add remembers id unless it is outside the window. limit is the newest
+// bucket the clock allows: numbers beyond it do not move the watermark, so
+// one number from far in the future cannot empty the window. It reports
+// whether id was new and remembered.
+func (w *dupWindow) add(id, limit int64) bool {
+	b := w.bucketOf(id)
+	if b < 0 || !w.checkable(b, w.watermark, limit) {
+		return false
+	}
+	if b > w.watermark {
+		w.advance(b)
+	}
+	bk := &w.ring[b%w.n]
+	if bk.no != b {
+		w.drop(bk)
+		bk.no = b
+	}
+	k32, k64 := uint32(id-b<<w.shift<<w.timeShift), uint64(id)
+	if (w.compact && bk.s32.has(k32)) || (!w.compact && bk.s64.has(k64)) {
+		return false
+	}
+	if w.entries >= w.maxEntries {
+		w.evictOldest(b)
+		bk.no = b // in case the oldest was this very bucket
+	}
+	if w.compact {
+		bk.s32.add(k32)
+	} else {
+		bk.s64.add(k64)
+	}
+	w.entries++
+	return true
+}
+
+// advance moves the watermark to bucket b, dropping the buckets that fall
+// out of the window: at most the whole ring, however far b jumps.
+func (w *dupWindow) advance(b int64) {
+	from := max(w.watermark+1, b-w.n+1)
+	if w.watermark < 0 {
+		from = b
+	}
+	for nb := from; nb <= b; nb++ {
+		w.drop(&w.ring[nb%w.n])
+	}
+	w.watermark = b
+}
+
+// drop empties a bucket and frees its memory: after a burst, a reused
+// bucket must not keep a set sized for the burst.
+func (w *dupWindow) drop(bk *bucket) {
+	w.entries -= bk.len()
+	bk.s32, bk.s64 = idSet[uint32]{}, idSet[uint64]{}
+	bk.no = -1
+}
+
+// evictOldest drops the oldest non-empty bucket to make room, raising the
+// floor past it unless it is the newest bucket (cur), which keeps filling.
+func (w *dupWindow) evictOldest(cur int64) {
+	for nb := w.lowest(w.watermark); nb <= w.watermark; nb++ {
+		bk := &w.ring[nb%w.n]
+		if bk.no != nb || bk.len() == 0 {
+			continue
+		}
+		w.drop(bk)
+		w.evictions++
+		if nb < cur {
+			w.floor = nb + 1
+		}
+		return
+	}
+}
+
+// effectiveMs is how much number time the window covers now: the window,
+// or less after evictions.
+func (w *dupWindow) effectiveMs() int64 {
+	if w.watermark < 0 {
+		return 0
+	}
+	return (w.watermark - w.lowest(w.watermark) + 1) << w.shift
+}
+
+// tableBytes is the memory of the sets' slot tables: what an entry costs,
+// without the ring's fixed overhead (about 100 bytes a bucket).
+func (w *dupWindow) tableBytes() int {
+	n := 0
+	for i := range w.ring {
+		n += 4*len(w.ring[i].s32.slots) + 8*len(w.ring[i].s64.slots)
+	}
+	return n
+}
+
+// idSet is an open-addressing hash set of integers with linear probing.
+// Zero marks an empty slot, so a zero key is kept in a flag. It grows by
+// doubling at 3/4 full, so its load stays between 3/8 and 3/4.
+type idSet[K uint32 | uint64] struct {
+	slots   []K
+	n       int
+	hasZero bool
+	shift   uint // 64 - log2(len(slots))
+}
+
+const idSetMinSlots = 16
+
+// slot is Fibonacci hashing: the top bits of the key times 2^64/phi, which
+// spreads the runs of consecutive numbers a generator issues.
+func (s *idSet[K]) slot(k K) int {
+	return int(uint64(k) * 0x9E3779B97F4A7C15 >> s.shift)
+}
+
+func (s *idSet[K]) has(k K) bool {
+	if k == 0 {
+		return s.hasZero
+	}
+	if len(s.slots) == 0 {
+		return false
+	}
+	mask := len(s.slots) - 1
+	for i := s.slot(k); ; i = (i + 1) & mask {
+		switch s.slots[i] {
+		case k:
+			return true
+		case 0:
+			return false
+		}
+	}
+}
+
+// add inserts k and reports whether it was absent.
+func (s *idSet[K]) add(k K) bool {
+	if k == 0 {
+		if s.hasZero {
+			return false
+		}
+		s.hasZero = true
+		s.n++
+		return true
+	}
+	if (s.n+1)*4 > len(s.slots)*3 {
+		s.grow()
+	}
+	mask := len(s.slots) - 1
+	for i := s.slot(k); ; i = (i + 1) & mask {
+		switch s.slots[i] {
+		case k:
+			return false
+		case 0:
+			s.slots[i] = k
+			s.n++
+			return true
+		}
+	}
+}
+
+func (s *idSet[K]) grow() {
+	old := s.slots
+	size := max(2*len(old), idSetMinSlots)
+	s.slots = make([]K, size)
+	s.shift = uint(64 - bits.TrailingZeros(uint(size)))
+	mask := size - 1
+	for _, k := range old {
+		if k == 0 {
+			continue
+		}
+		i := s.slot(k)
+		for s.slots[i] != 0 {
+			i = (i + 1) & mask
+		}
+		s.slots[i] = k
+	}
+}

@@ -1,0 +1,204 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/internal/testenv"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// chromium finds Debian's chromium, or skips (fails under CI=true).
+func chromium(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
+		return "/usr/bin/chromium"
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	testenv.Missing(t, "no chromium for the live page test (apt-get install chromium)")
+	return ""
+}
+
+// artifactDir is where screenshots go: FLAKESTREAM_ARTIFACTS if set, else
+// the test's temporary directory.
+func artifactDir(t *testing.T) string {
+	if d := os.Getenv("FLAKESTREAM_ARTIFACTS"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	return t.TempDir()
+}
+
+// The page is served from the binary with a policy that forbids anything
+// from elsewhere, and the summary it polls is JSON.
+func TestAuditPageServes(t *testing.T) {
+	a, err := NewAuditor(AuditBrokers("127.0.0.1:1"), AuditInputTopics("orders.numbered"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := Serve(t.Context(), "127.0.0.1:0", prometheus.NewRegistry(), a.Ready, a.Handlers(), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{"/": "<title>flakestream audit</title>", "/app.js": "api/summary",
+		"/style.css": "--bg", "/api/summary": `"kinds":["duplicate","backwards","unknown_server","unknown_worker","future","lag","invalid"]`} {
+		res, err := http.Get("http://" + addr.String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s: %d, body without %q", path, res.StatusCode, want)
+		}
+		if csp := res.Header.Get("Content-Security-Policy"); !strings.HasPrefix(csp, "default-src 'self'") {
+			t.Errorf("GET %s: Content-Security-Policy %q", path, csp)
+		}
+	}
+	for _, f := range []string{"web/index.html", "web/app.js", "web/style.css"} {
+		b, _ := web.ReadFile(f)
+		if strings.Contains(string(b), "http://") && !strings.Contains(string(b), "http://www.w3.org/2000/svg") || strings.Contains(string(b), "https://") {
+			t.Errorf("%s names another origin", f)
+		}
+	}
+}
+
+// The live page in headless Chromium: it renders the latest records and
+// the anomaly counts, and updates without a reload when more records are
+// audited. Screenshots of both states are saved as test artifacts.
+func TestAuditLivePage(t *testing.T) {
+	chrome := chromium(t)
+	k := testenv.Kafka(t)
+	topic := k.NewTopic(t, 2)
+	audit := topic + ".audit"
+	k.CreateTopic(t, audit, 2)
+	reg := prometheus.NewRegistry()
+	run := startAuditor(t, k.Addrs, AuditInputTopics(topic), AuditTopic(audit), AuditGroup(topic+"-audit"),
+		AuditInstanceID("page"), AuditAllowedServers(1), AuditRegisterer(reg))
+	addr, err := Serve(t.Context(), "127.0.0.1:0", reg, run.a.Ready, run.a.Handlers(), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// 40 clean records, then one number again: a duplicate.
+	recs := cleanStream(t, topic, 2, 40, time.Now().Add(-2*time.Second))
+	recs = append(recs, &kgo.Record{Topic: topic, Partition: 1, Value: []byte(`{}`), Timestamp: time.Now(), Headers: recs[39].Headers})
+	produceTo(t, k, recs...)
+	waitAudited(t, 41, run)
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chrome), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	var mu sync.Mutex
+	var jsErrors []string
+	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
+		// Runs in the tab's loop: record and return.
+		if e, ok := ev.(*runtime.EventExceptionThrown); ok {
+			mu.Lock()
+			jsErrors = append(jsErrors, e.ExceptionDetails.Text)
+			mu.Unlock()
+		}
+	}))
+	defer cancelBrowser()
+	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
+	defer cancel()
+	dir := artifactDir(t)
+	shot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot: %v", err)
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s", path)
+	}
+	waitJS := func(what, expr string) {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+			page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("main").innerText`))
+			t.Fatalf("%s: %v\npage text:\n%.2000s", what, err, page)
+		}
+	}
+	eval := func(expr string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+		if err != nil {
+			t.Fatalf("evaluate %s: %v", expr, err)
+		}
+		return s
+	}
+	text := func(id string) string {
+		return eval(`document.getElementById(` + fmt.Sprintf("%q", id) + `).textContent`)
+	}
+
+	url := "http://" + addr.String() + "/"
+	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatalf("load %s: %v", url, err)
+	}
+	waitJS("41 records audited", `document.getElementById("audited").textContent === "41"`)
+	waitJS("41 rows of latest records", `document.querySelectorAll("#records tbody tr").length === 41`)
+	waitJS("one duplicate", `document.getElementById("anom-duplicate").textContent === "1"`)
+	if got := text("anom-backwards") + "/" + text("anom-invalid"); got != "0/0" {
+		t.Fatalf("backwards/invalid counts %q, want 0/0", got)
+	}
+	flaggedRows := eval(`String(document.querySelectorAll("#flagged tbody tr").length)`)
+	firstRow := eval(`document.querySelector("#records tbody tr").textContent`)
+	eval(`window.__notReloaded = true; "marked"`) // a mark that a reload would wipe out
+	if flaggedRows != "1" || !strings.Contains(firstRow, "duplicate") {
+		t.Fatalf("%s rows of latest anomalies, newest record row %q: want 1 and the duplicate first", flaggedRows, firstRow)
+	}
+	shot("audit-page-1.png")
+
+	// More records, one from a server that is not allowed: the page
+	// updates in place.
+	l := idgen.DefaultLayout()
+	more := cleanStream(t, topic, 2, 30, time.Now().Add(-time.Second))
+	foreign := mustCompose(t, l, time.Now(), 9, 3, 0)
+	more = append(more, &kgo.Record{Topic: topic, Partition: 0, Value: []byte(`{}`), Timestamp: time.Now(),
+		Headers: []kgo.RecordHeader{{Key: codec.HeaderNumber, Value: fmt.Appendf(nil, "%d", foreign)}}})
+	produceTo(t, k, more...)
+	waitAudited(t, 72, run)
+	waitJS("72 records audited", `document.getElementById("audited").textContent === "72"`)
+	waitJS("one unknown server", `document.getElementById("anom-unknown_server").textContent === "1"`)
+	waitJS("the latest 50 records", `document.querySelectorAll("#records tbody tr").length === 50`)
+	waitJS("two rows of anomalies", `document.querySelectorAll("#flagged tbody tr").length === 2`)
+	waitJS("the newest record first", `document.querySelector("#records tbody tr").textContent.includes("unknown_server")`)
+	waitJS("rates drawn", `document.querySelectorAll("#pairs tbody tr svg polyline").length >= 2`)
+	waitJS("no reload", `window.__notReloaded === true`)
+	waitJS("nothing loaded from elsewhere", `performance.getEntriesByType("resource").every(e => e.name.startsWith(location.origin))`)
+	if s := text("status"); !strings.HasPrefix(s, "live") {
+		t.Fatalf("status %q, want live", s)
+	}
+	shot("audit-page-2.png")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(jsErrors) > 0 {
+		t.Fatalf("JavaScript errors: %q", jsErrors)
+	}
+}
