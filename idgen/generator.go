@@ -37,6 +37,10 @@ type Sequencer interface {
 	Reserve(ctx context.Context, req Request) (Block, error)
 }
 
+// shortWait is the longest wait slept with shortSleep rather than a timer:
+// a millisecond boundary is at most 1 ms away.
+const shortWait = 2 * time.Millisecond
+
 // DefaultMaxWait is the longest a Generator waits for one millisecond to
 // begin before it reports ErrClockBackwards.
 const DefaultMaxWait = 5 * time.Second
@@ -209,6 +213,17 @@ func (g *Generator) wait(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 	start := time.Now()
+	if d <= shortWait {
+		// A wait for the next millisecond: short enough that a
+		// cancellation is seen right after it, and too short for the
+		// runtime's timers to hit.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		shortSleep(d)
+		g.waited.Add(uint64(time.Since(start)))
+		return ctx.Err()
+	}
 	if g.timer == nil {
 		g.timer = time.NewTimer(d)
 	} else {
