@@ -51,7 +51,7 @@ func benchCommand() *cli.Command {
 			if len(brokers) == 0 {
 				// The cleaner runs often so that topic retention bounds the
 				// embedded broker's memory during the run.
-				kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{"log.cleaner.backoff.ms": "200"}))
+				kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{"log.cleaner.backoff.ms": "50"}))
 				if err != nil {
 					return err
 				}

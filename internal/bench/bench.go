@@ -177,7 +177,7 @@ func (b *runner) topics(ctx context.Context, name string) (in, out string, clean
 // records ahead of done(). Each record carries its send time in a header.
 func (b *runner) feed(ctx context.Context, topic string, rate float64, done func() int64, ahead int64) (*int64, func(), error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.cfg.Brokers...), kgo.ProducerLinger(2*time.Millisecond),
-		kgo.MaxBufferedRecords(50000), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+		kgo.MaxBufferedRecords(20000), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	if err != nil {
 		return nil, nil, err
 	}
