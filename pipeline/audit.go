@@ -226,7 +226,7 @@ func (a *Auditor) Run(ctx context.Context) error {
 		a.log.Info("no audit topic: audit records are written at least once (a crash between writing and committing offsets writes them again)")
 	}
 	b := &auditBatch{}
-	backoff := a.cfg.backoffMin
+	r := newRetry(a.cfg.backoffMin, a.cfg.backoffMax, a.log, &a.err, "audit batch failed; retrying")
 	for {
 		fetches := cons.PollRecords(ctx, a.cfg.maxPollRecords)
 		if ctx.Err() != nil || fetches.IsClientClosed() {
@@ -243,22 +243,9 @@ func (a *Auditor) Run(ctx context.Context) error {
 		if !txn {
 			client.AllowRebalance()
 		}
-		switch {
-		case err == nil:
-			backoff = a.cfg.backoffMin
-			a.err.Store(nil)
-			continue
-		case errors.Is(err, ErrFatal):
+		if stop, err := r.after(ctx, err); stop {
 			return err
-		case ctx.Err() != nil:
-			return nil
 		}
-		a.err.Store(&err)
-		a.log.Warn("audit batch failed; retrying", "err", err, "retry_in", backoff)
-		if sleep(ctx, backoff) != nil {
-			return nil
-		}
-		backoff = min(2*backoff, a.cfg.backoffMax)
 	}
 }
 

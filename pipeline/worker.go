@@ -146,7 +146,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	w.log.Info("worker started", "inputs", w.cfg.inputs, "output", w.cfg.output, "dlq", w.cfg.dlq,
 		"group", w.cfg.group, "transactional_id", w.cfg.txnID, "numbering", w.cfg.numbering)
-	backoff := w.cfg.backoffMin
+	r := newRetry(w.cfg.backoffMin, w.cfg.backoffMax, w.log, &w.lastErr, "batch aborted; its records will be numbered again")
 	for {
 		fetches := sess.PollRecords(ctx, w.cfg.maxPollRecords)
 		if ctx.Err() != nil || fetches.IsClientClosed() {
@@ -161,26 +161,13 @@ func (w *Worker) Run(ctx context.Context) error {
 			continue
 		}
 		err := w.transact(ctx, sess, b, fetches)
-		switch {
-		case err == nil:
-			backoff = w.cfg.backoffMin
-			w.lastErr.Store(nil)
-			if w.cfg.afterCommit != nil && w.cfg.afterCommit(sess.Client().CommittedOffsets()) {
-				w.log.Info("bounded run complete")
-				return nil
-			}
-			continue
-		case errors.Is(err, ErrFatal):
+		if err == nil && w.cfg.afterCommit != nil && w.cfg.afterCommit(sess.Client().CommittedOffsets()) {
+			w.log.Info("bounded run complete")
+			return nil
+		}
+		if stop, err := r.after(ctx, err); stop {
 			return err
-		case ctx.Err() != nil:
-			return nil
 		}
-		w.lastErr.Store(&err)
-		w.log.Warn("batch aborted; its records will be numbered again", "err", err, "retry_in", backoff)
-		if sleep(ctx, backoff) != nil {
-			return nil
-		}
-		backoff = min(2*backoff, w.cfg.backoffMax)
 	}
 }
 
