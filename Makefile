@@ -17,6 +17,22 @@ build:
 test:
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
+# The end-to-end and fault suite (e2e/) on a real Apache Kafka broker: one
+# shared broker from scripts/kafka-local (always stopped at the end; the
+# broker-restart tests start their own) and a real redis-server. Results go
+# to $(ARTIFACTS)/faults.jsonl and worker logs to $(ARTIFACTS)/logs/.
+ARTIFACTS ?= artifacts
+E2E_PKGS  ?= ./e2e/
+E2EFLAGS  ?= -count=1 -timeout 15m -v
+test-kafka:
+	@mkdir -p $(ARTIFACTS)
+	@set -e; pid=$(abspath $(ARTIFACTS))/kafka-local.pid; \
+	addr=$$(scripts/kafka-local start --pid-file $$pid --timeout 30m); \
+	trap "scripts/kafka-local stop --pid-file $$pid" EXIT INT TERM; \
+	echo "test-kafka: Apache Kafka at $$addr"; \
+	KAFKA_BROKERS=$$addr FLAKESTREAM_KAFKA_LOCAL=1 FLAKESTREAM_ARTIFACTS=$(abspath $(ARTIFACTS)) \
+		$(GO) test $(E2EFLAGS) $(E2E_PKGS)
+
 lint: fmt vet staticcheck
 
 fmt:

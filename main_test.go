@@ -8,40 +8,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/flakestream/flakestream/internal/e2e"
 	"github.com/flakestream/flakestream/internal/testenv"
-)
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
 )
 
 // binary builds flakestream once per test run, for tests that run it as a
 // separate process (several at once, or killed with SIGKILL).
-func binary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "flakestream-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "flakestream")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = err
-			binPath = string(out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("go build: %v\n%s", buildErr, binPath)
-	}
-	return binPath
-}
+func binary(t testing.TB) string { return e2e.Binary(t) }
 
 // runCLI runs the binary with args and optional stdin and environment.
 func runCLI(t testing.TB, stdin string, env []string, args ...string) (stdout, stderr string, code int) {

@@ -137,6 +137,7 @@ func (a *Auditor) kafkaOpts(txn bool) []kgo.Opt {
 		kgo.SessionTimeout(c.sessionTimeout),
 		kgo.OnPartitionsAssigned(a.assigned),
 		kgo.WithLogger(kgoLogger{a.log}),
+		kgo.MetadataMinAge(250 * time.Millisecond), // see the worker's kafkaOpts
 	}
 	if txn {
 		opts = append(opts, kgo.TransactionalID(c.txnID), kgo.TransactionTimeout(c.txnTimeout),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,8 +24,9 @@ type Prefetcher struct {
 	now    func() time.Time
 
 	blocks chan prefetched
-	cur    prefetched // the block being handed out
-	mu     sync.Mutex // serializes AppendN
+	cur    prefetched    // the block being handed out
+	mu     sync.Mutex    // serializes AppendN
+	gen    atomic.Uint64 // blocks reserved before the last Forget are of an older generation
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -33,6 +35,7 @@ type Prefetcher struct {
 type prefetched struct {
 	ids []int64
 	at  time.Time
+	gen uint64 // the generation when the reservation started
 	err error
 }
 
@@ -63,12 +66,13 @@ func (p *Prefetcher) run(ctx context.Context) {
 	defer close(p.done)
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
+		gen := p.gen.Load()
 		ids, err := p.src.AppendN(ctx, make([]int64, 0, p.chunk), p.chunk)
 		if err != nil && ctx.Err() != nil {
 			return
 		}
 		select {
-		case p.blocks <- prefetched{ids: ids, at: p.now(), err: err}:
+		case p.blocks <- prefetched{ids: ids, at: p.now(), gen: gen, err: err}:
 		case <-ctx.Done():
 			return
 		}
@@ -91,7 +95,7 @@ func (p *Prefetcher) AppendN(ctx context.Context, dst []int64, n int) ([]int64, 
 	defer p.mu.Unlock()
 	start := len(dst)
 	for len(dst)-start < n {
-		if len(p.cur.ids) == 0 || p.now().Sub(p.cur.at) > p.maxAge {
+		if len(p.cur.ids) == 0 || p.now().Sub(p.cur.at) > p.maxAge || p.cur.gen != p.gen.Load() {
 			select {
 			case b := <-p.blocks:
 				if b.err != nil {
@@ -113,6 +117,12 @@ func (p *Prefetcher) AppendN(ctx context.Context, dst []int64, n int) ([]int64, 
 }
 
 var errPrefetcherClosed = errors.New("pipeline: number prefetcher closed")
+
+// Forget makes every number reserved so far unusable (gaps): only blocks
+// whose reservation starts after Forget are handed out. A worker calls it
+// when it is assigned partitions, whose previous owner may have issued
+// numbers after some that are queued here.
+func (p *Prefetcher) Forget() { p.gen.Add(1) }
 
 // Close stops reserving and waits for the goroutine to end. Numbers still
 // queued are never used.

@@ -120,3 +120,26 @@ func TestPrefetcherErrorsAndRecovers(t *testing.T) {
 		}
 	}
 }
+
+// After Forget (a worker assigned partitions) no number reserved before it
+// is handed out: the next one is above every number reserved so far, so it
+// is also above any the partitions' previous owner issued.
+func TestPrefetcherForget(t *testing.T) {
+	c := &counter{}
+	p := NewPrefetcher(c, 100, 10, time.Minute)
+	defer p.Close()
+	ctx := context.Background()
+	if _, err := p.AppendN(ctx, nil, 5); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // let the queue fill
+	p.Forget()
+	reserved := c.next.Load()
+	ids, err := p.AppendN(ctx, nil, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids[0] < reserved {
+		t.Fatalf("after Forget got %d, reserved before it: below %d", ids[0], reserved)
+	}
+}

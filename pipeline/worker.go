@@ -41,8 +41,9 @@ type Worker struct {
 	mu    sync.Mutex
 	stats Stats
 
-	joined  atomic.Bool
-	lastErr atomic.Pointer[error]
+	joined     atomic.Bool
+	lastErr    atomic.Pointer[error]
+	prefetcher atomic.Pointer[Prefetcher]
 }
 
 // NewWorker validates the options and returns a worker. It does not
@@ -98,7 +99,19 @@ func (w *Worker) kafkaOpts() []kgo.Opt {
 		kgo.FetchMaxBytes(c.fetchMaxBytes),
 		kgo.MaxBufferedRecords(c.maxBuffered),
 		kgo.ProducerLinger(c.linger),
-		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { w.joined.Store(true) }),
+		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) {
+			w.joined.Store(true)
+			// Numbers reserved before this assignment may be lower than
+			// those the partitions' previous owner issued last; using them
+			// would make a partition's numbers go down.
+			if p := w.prefetcher.Load(); p != nil {
+				p.Forget()
+			}
+		}),
+		// On Kafka 4 the first produce after a commit can meet
+		// CONCURRENT_TRANSACTIONS; franz-go retries it after a metadata
+		// refresh, which it would otherwise do at most every 5 s.
+		kgo.MetadataMinAge(250 * time.Millisecond),
 		kgo.WithLogger(kgoLogger{w.log}),
 		kgo.SessionTimeout(c.sessionTimeout),
 	}
@@ -121,12 +134,6 @@ func (w *Worker) kafkaOpts() []kgo.Opt {
 // After ctx ends, Run finishes or aborts the open transaction and leaves
 // the group within the shutdown timeout.
 func (w *Worker) Run(ctx context.Context) error {
-	sess, err := kgo.NewGroupTransactSession(w.kafkaOpts()...)
-	if err != nil {
-		return fmt.Errorf("%w: kafka client: %v", ErrFatal, err)
-	}
-	defer w.close(sess)
-	adm := kadm.NewClient(sess.Client())
 	b := &batch{cfg: &w.cfg, numberer: w.cfg.numberer}
 	if w.cfg.numbering && w.cfg.prefetch > 0 && !w.cfg.perRecord {
 		chunk := 4096
@@ -136,7 +143,37 @@ func (w *Worker) Run(ctx context.Context) error {
 		p := NewPrefetcher(w.cfg.numberer, w.cfg.prefetch, chunk, w.cfg.prefetchAge)
 		defer p.Close()
 		b.numberer = p
+		w.prefetcher.Store(p)
 	}
+	r := newRetry(w.cfg.backoffMin, w.cfg.backoffMax, w.log, &w.lastErr, "batch aborted; its records will be numbered again")
+	for {
+		err := w.session(ctx, b, r)
+		if !errors.Is(err, errRestartSession) {
+			return err
+		}
+		// The client could not end a transaction or fetch (a broker down,
+		// a timeout). Its state is unknown, so it is replaced: the new one
+		// fences whatever the old one left open and starts again from the
+		// committed offsets, exactly as a restarted process would.
+		w.joined.Store(false)
+		if stop, err := r.after(ctx, err); stop {
+			return err
+		}
+	}
+}
+
+// errRestartSession asks Run for a new Kafka client and session.
+var errRestartSession = errors.New("pipeline: kafka session must be restarted")
+
+// session runs one Kafka client until ctx ends, a fatal error, or an error
+// that needs a new client (errRestartSession).
+func (w *Worker) session(ctx context.Context, b *batch, r *retry) error {
+	sess, err := kgo.NewGroupTransactSession(w.kafkaOpts()...)
+	if err != nil {
+		return fmt.Errorf("%w: kafka client: %v", ErrFatal, err)
+	}
+	defer w.close(sess)
+	adm := kadm.NewClient(sess.Client())
 	if b.outParts, b.dlqParts, err = w.checkTopics(ctx, adm); err != nil {
 		return err
 	}
@@ -146,7 +183,6 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	w.log.Info("worker started", "inputs", w.cfg.inputs, "output", w.cfg.output, "dlq", w.cfg.dlq,
 		"group", w.cfg.group, "transactional_id", w.cfg.txnID, "numbering", w.cfg.numbering)
-	r := newRetry(w.cfg.backoffMin, w.cfg.backoffMax, w.log, &w.lastErr, "batch aborted; its records will be numbered again")
 	for {
 		fetches := sess.PollRecords(ctx, w.cfg.maxPollRecords)
 		if ctx.Err() != nil || fetches.IsClientClosed() {
@@ -161,6 +197,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			continue
 		}
 		err := w.transact(ctx, sess, b, fetches)
+		if errors.Is(err, errRestartSession) {
+			return err
+		}
 		if err == nil && w.cfg.afterCommit != nil && w.cfg.afterCommit(sess.Client().CommittedOffsets()) {
 			w.log.Info("bounded run complete")
 			return nil
@@ -176,7 +215,10 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) transact(ctx context.Context, sess *kgo.GroupTransactSession, b *batch, fetches kgo.Fetches) error {
 	start := time.Now()
 	if err := sess.Begin(); err != nil {
-		return fmt.Errorf("%w: begin transaction: %v", ErrFatal, err)
+		if isFatalKafka(err) {
+			return fmt.Errorf("%w: begin transaction: %v", ErrFatal, err)
+		}
+		return fmt.Errorf("%w: begin transaction: %v", errRestartSession, err)
 	}
 	// The transaction ends with its own bound even when ctx is cancelled
 	// mid-batch: cancelling End would leave the client in an unknown
@@ -197,7 +239,10 @@ func (w *Worker) transact(ctx context.Context, sess *kgo.GroupTransactSession, b
 	}
 	committed, err := sess.End(endCtx, promise.Err() == nil)
 	if err != nil {
-		return fmt.Errorf("%w: end transaction: %v (another instance with transactional ID %q may have fenced this one)", ErrFatal, err, w.cfg.txnID)
+		if isFatalKafka(err) {
+			return fmt.Errorf("%w: end transaction: %v (another instance with transactional ID %q has fenced this one, or it is not authorized)", ErrFatal, err, w.cfg.txnID)
+		}
+		return fmt.Errorf("%w: end transaction: %v", errRestartSession, err)
 	}
 	if !committed {
 		w.m.txns.WithLabelValues("aborted").Inc()

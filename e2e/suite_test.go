@@ -1,0 +1,334 @@
+// Package e2e_test is the end-to-end and fault suite: `flakestream run` as
+// child processes, killed, scaled, and starved of Redis and of the broker
+// while orders flow, with every run accounted for exactly (internal/verify)
+// and its cost recorded (internal/e2e).
+//
+// It runs on whatever testenv.Kafka returns: in-process kfake by default
+// (hermetic, part of `make test`), a real Apache Kafka broker with
+// KAFKA_BROKERS=host:port or FLAKESTREAM_KAFKA_LOCAL=1 (`make test-kafka`).
+// The broker-restart test needs a broker of its own: on kfake one that
+// persists to disk, else one started by scripts/kafka-local.
+//
+// Knobs (environment):
+//
+//	FLAKESTREAM_ARTIFACTS=dir       results as JSON lines in dir/faults.jsonl,
+//	                                worker logs in dir/logs/<test>/
+//	FLAKESTREAM_FAULT_SCALE=x       multiply every record count by x (default
+//	                                1 on a real broker, 0.2 on kfake)
+//	FLAKESTREAM_FAULT_SEED=n        seed of the random kill times
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flakestream/flakestream/internal/e2e"
+	"github.com/flakestream/flakestream/internal/testenv"
+	"github.com/flakestream/flakestream/internal/verify"
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	e2e.RemoveBinary()
+	os.Exit(code)
+}
+
+// newEnv returns a Kafka from testenv (restartable: a broker of the test's
+// own), a Redis and topics of partitions partitions.
+func newEnv(t *testing.T, partitions int32, restartable bool) *e2e.Env {
+	t.Helper()
+	var k *testenv.KafkaCluster
+	if restartable {
+		k = testenv.Kafka(t, testenv.KafkaRestartable())
+	} else {
+		k = testenv.Kafka(t)
+	}
+	e := e2e.NewEnv(t, k, testenv.RedisServer(t), partitions)
+	e2e.Binary(t) // built before the clock of the run starts
+	t.Logf("kafka: %s at %v; redis: %s at %s; topics %s{,.out,.dlq} with %d partitions",
+		k.Kind, k.Addrs, e.Redis.Kind, e.Redis.Addr, e.Input, partitions)
+	return e
+}
+
+// scaled returns n times FLAKESTREAM_FAULT_SCALE (default 1 on a real
+// broker, 0.2 on kfake, where the broker runs inside the race-instrumented
+// test binary).
+func scaled(e *e2e.Env, n int) int {
+	f := 1.0
+	if !e.Kafka.Real() {
+		f = 0.2
+	}
+	if s := os.Getenv("FLAKESTREAM_FAULT_SCALE"); s != "" {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || v <= 0 {
+			panic("FLAKESTREAM_FAULT_SCALE: want a positive number, got " + s)
+		}
+		f = v
+	}
+	return max(int(float64(n)*f), 1000)
+}
+
+func seed(t *testing.T) uint64 {
+	s := uint64(time.Now().UnixNano())
+	if v := os.Getenv("FLAKESTREAM_FAULT_SEED"); v != "" {
+		var err error
+		if s, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("FLAKESTREAM_FAULT_SEED: %v", err)
+		}
+	}
+	t.Logf("seed %d (FLAKESTREAM_FAULT_SEED=%d repeats the kill times)", s, s)
+	return s
+}
+
+// command is how to run one test again on the kind of Kafka it ran on,
+// with the same fault times.
+func command(e *e2e.Env, test string, seed uint64) string {
+	env := ""
+	if e.Kafka.Real() {
+		env = "FLAKESTREAM_KAFKA_LOCAL=1 "
+	}
+	for _, k := range []string{"FLAKESTREAM_FAULT_SCALE", "FLAKESTREAM_FAULT_BROKER_KILL"} {
+		if v := os.Getenv(k); v != "" {
+			env += k + "=" + v + " "
+		}
+	}
+	env += fmt.Sprintf("FLAKESTREAM_FAULT_SEED=%d ", seed)
+	return env + "go test -count=1 -v -timeout 15m -run '^" + test + "$' ./e2e/"
+}
+
+// pool runs named worker processes and restarts one that exits by itself,
+// as an orchestrator would, counting such exits: a worker must survive
+// every fault here, so an exit is a finding even if the output stays
+// exactly once.
+type pool struct {
+	t    *testing.T
+	e    *e2e.Env
+	args []string
+
+	mu      sync.Mutex
+	workers map[string]*e2e.Process
+	exits   int
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+func newPool(t *testing.T, e *e2e.Env, args ...string) *pool {
+	p := &pool{t: t, e: e, args: args, workers: map[string]*e2e.Process{}}
+	t.Cleanup(p.close)
+	return p
+}
+
+// start starts instance and watches it.
+func (p *pool) start(instance string) {
+	p.t.Helper()
+	w := p.e.StartWorker(p.t, instance, p.args...)
+	// Cleanups run last-in first-out: this one, registered after the
+	// process's own (which kills it), runs first, so that the watcher does
+	// not take that kill for a crash.
+	p.t.Cleanup(p.markClosed)
+	p.mu.Lock()
+	p.workers[instance] = w
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go p.watch(instance, w)
+}
+
+func (p *pool) markClosed() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+}
+
+func (p *pool) watch(instance string, w *e2e.Process) {
+	defer p.wg.Done()
+	<-w.Done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.workers[instance] != w {
+		return // stopped or killed on purpose
+	}
+	p.exits++
+	p.t.Logf("worker %s exited by itself (%v); restarting it. Its log ends:\n%s", instance, w.Err, e2e.Tail(w.Stderr.String(), 2000))
+	nw := p.e.StartWorker(p.t, instance, p.args...)
+	p.workers[instance] = nw
+	p.wg.Add(1)
+	go p.watch(instance, nw)
+}
+
+// kill kills instance with SIGKILL (no restart).
+func (p *pool) kill(instance string) {
+	p.mu.Lock()
+	w := p.workers[instance]
+	delete(p.workers, instance)
+	p.mu.Unlock()
+	if w != nil {
+		w.Kill()
+	}
+}
+
+// stop stops instance with SIGTERM: it ends its transaction and leaves the
+// group. A shutdown over 30s or a non-zero exit fails the test.
+func (p *pool) stop(instance string) {
+	p.t.Helper()
+	p.mu.Lock()
+	w := p.workers[instance]
+	delete(p.workers, instance)
+	p.mu.Unlock()
+	if w == nil {
+		return
+	}
+	if err := w.Stop(30 * time.Second); err != nil {
+		p.t.Errorf("%v\n%s", err, e2e.Tail(w.Stderr.String(), 2000))
+	}
+}
+
+// stopAll stops every worker with SIGTERM.
+func (p *pool) stopAll() {
+	p.t.Helper()
+	p.mu.Lock()
+	names := make([]string, 0, len(p.workers))
+	for n := range p.workers {
+		names = append(names, n)
+	}
+	p.mu.Unlock()
+	for _, n := range names {
+		p.stop(n)
+	}
+}
+
+func (p *pool) close() {
+	p.mu.Lock()
+	p.closed = true
+	ws := p.workers
+	p.workers = map[string]*e2e.Process{}
+	p.mu.Unlock()
+	for _, w := range ws {
+		w.Kill()
+	}
+	p.wg.Wait()
+}
+
+func (p *pool) exitCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exits
+}
+
+// run is one fault run: a monitor, a stream, workers, and at the end the
+// exact accounting and the result line.
+type run struct {
+	t      *testing.T
+	e      *e2e.Env
+	m      *e2e.Monitor
+	s      *e2e.Stream
+	p      *pool
+	start  time.Time
+	result e2e.Result
+	rng    *rand.Rand
+}
+
+func begin(t *testing.T, e *e2e.Env, fault, setup string, workerArgs ...string) *run {
+	r := &run{t: t, e: e, m: e.StartMonitor(t), p: newPool(t, e, workerArgs...), start: time.Now()}
+	s := seed(t)
+	r.rng = rand.New(rand.NewPCG(s, s))
+	r.result = e2e.Result{Fault: fault, Kafka: e.Kafka.Kind, Command: command(e, t.Name(), s),
+		Setup: setup + "; worker flags: " + strings.Join(workerArgs, " "), Extra: map[string]any{"seed": s}}
+	return r
+}
+
+// stream starts writing the orders.
+func (r *run) stream(cfg e2e.StreamConfig) {
+	r.result.Setup += "; " + cfg.String()
+	r.s = r.e.StartStream(r.t, cfg)
+}
+
+// sleepUntil sleeps until d after the run began.
+func (r *run) sleepUntil(d time.Duration) {
+	time.Sleep(time.Until(r.start.Add(d)))
+}
+
+// finish waits for the stream and the workers to commit everything, checks
+// the output exactly, records the result, and fails the test if the run was
+// not exactly once or a worker exited by itself.
+func (r *run) finish(bound time.Duration) {
+	t := r.t
+	t.Helper()
+	deadline := r.start.Add(bound)
+	r.s.Wait(t, time.Until(deadline))
+	committed, ok := r.e.WaitCommitted(t, max(time.Until(deadline), 30*time.Second))
+	r.result.DurationS = float64(int(time.Since(r.start).Seconds()*100)) / 100
+	r.m.Stop()
+	if !ok {
+		t.Errorf("the workers committed %d of %d input records within %s", committed, len(r.e.Inputs()), bound)
+	}
+	checkFor := 2 * time.Minute
+	if !ok {
+		checkFor = 20 * time.Second // what is missing will not come; account for what is there
+	}
+	rep := r.e.Check(t, checkFor)
+	r.p.stopAll()
+	r.result.SetReport(rep)
+	r.result.SetTimeline(r.m, r.start)
+	if err := r.m.WriteCSV(filepath.Join(r.e.LogDir(), "timeline.csv")); err != nil {
+		t.Errorf("timeline: %v", err)
+	}
+	r.result.WorkerExits = r.p.exitCount()
+	if r.result.WorkerExits > 0 {
+		r.result.OK = false
+	}
+	e2e.Record(t, r.result)
+	if !rep.OK() {
+		t.Fatalf("not exactly once: %s", rep)
+	}
+	t.Logf("exactly once: %s", rep)
+	if r.result.WorkerExits > 0 {
+		t.Fatalf("%d worker(s) exited by themselves during the run (logs above and in %s)", r.result.WorkerExits, r.e.LogDir())
+	}
+}
+
+// spread returns k random moments inside [from, to), one in each of k equal
+// slices, away from the slices' edges, so that faults are random but never
+// on top of each other.
+func (r *run) spread(k int, from, to time.Duration) []time.Duration {
+	out := make([]time.Duration, k)
+	slice := (to - from) / time.Duration(k)
+	for i := range out {
+		out[i] = from + time.Duration(i)*slice + time.Duration((0.15+0.7*r.rng.Float64())*float64(slice))
+	}
+	return out
+}
+
+func fmtDur(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
+
+// waitGroupCommitted waits until group has committed want records of topic
+// (summed over its partitions) and returns what it committed.
+func waitGroupCommitted(t *testing.T, e *e2e.Env, group, topic string, want int64, timeout time.Duration) (int64, bool) {
+	t.Helper()
+	adm := e.Kafka.Admin(t)
+	var done int64
+	ok := verify.WaitFor(timeout, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		offs, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			return false
+		}
+		done = 0
+		offs.Each(func(o kadm.OffsetResponse) {
+			if o.Topic == topic && o.At > 0 {
+				done += o.At
+			}
+		})
+		return done >= want
+	})
+	return done, ok
+}

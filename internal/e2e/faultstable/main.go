@@ -1,0 +1,145 @@
+// Command faultstable turns the fault suite's results (the JSON lines the
+// e2e tests append to $FLAKESTREAM_ARTIFACTS/faults.jsonl) into the README's
+// Markdown table: one row per fault, the latest run of each, in the order
+// the faults first appear.
+//
+//	go run ./internal/e2e/faultstable [-kafka real|kfake|all] [-commands] artifacts/faults.jsonl
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/flakestream/flakestream/internal/e2e"
+)
+
+func main() {
+	kafka := flag.String("kafka", "real", "which runs: real (a real broker), kfake, or all")
+	commands := flag.Bool("commands", true, "list the command that reproduces each row under the table")
+	flag.Usage = func() {
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: faultstable [-kafka real|kfake|all] [-commands=false] [faults.jsonl ...] (default: stdin)")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if *kafka != "real" && *kafka != "kfake" && *kafka != "all" {
+		fmt.Fprintf(os.Stderr, "faultstable: -kafka %q: want real, kfake or all\n", *kafka)
+		os.Exit(2)
+	}
+	var results []e2e.Result
+	read := func(name string, r io.Reader) {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for n := 1; sc.Scan(); n++ {
+			var res e2e.Result
+			if err := json.Unmarshal(sc.Bytes(), &res); err != nil {
+				fmt.Fprintf(os.Stderr, "faultstable: %s:%d: %v\n", name, n, err)
+				os.Exit(1)
+			}
+			real := res.Kafka != "kfake"
+			if *kafka == "all" || (*kafka == "real") == real {
+				results = append(results, res)
+			}
+		}
+		if err := sc.Err(); err != nil {
+			fmt.Fprintf(os.Stderr, "faultstable: %s: %v\n", name, err)
+			os.Exit(1)
+		}
+	}
+	if flag.NArg() == 0 {
+		read("stdin", os.Stdin)
+	}
+	for _, name := range flag.Args() {
+		f, err := os.Open(name)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "faultstable: %v\n", err)
+			os.Exit(1)
+		}
+		read(name, f)
+		f.Close()
+	}
+	if len(results) == 0 {
+		fmt.Fprintln(os.Stderr, "faultstable: no results")
+		os.Exit(1)
+	}
+	// The latest run of each fault (and broker kind, with -kafka all).
+	var order []string
+	latest := map[string]e2e.Result{}
+	for _, r := range results {
+		k := r.Fault + "\x00" + r.Kafka
+		if _, ok := latest[k]; !ok {
+			order = append(order, k)
+		}
+		latest[k] = r
+	}
+	fmt.Println("| fault | records | lost | duplicated | numbers reissued | longest stall | time to recover |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
+	for i, k := range order {
+		r := latest[k]
+		name := r.Fault
+		if *kafka == "all" {
+			name += " (" + r.Kafka + ")"
+		}
+		if !r.OK {
+			name += " **(failed: " + reasons(r) + ")**"
+		}
+		fmt.Printf("| %s [%d] | %s | %d | %d | %d | %s | %s |\n", name, i+1, thousands(r.Records), r.Lost, r.Duplicated, r.Reissued,
+			seconds(r.LongestStallS), recovery(r))
+	}
+	if *commands {
+		fmt.Println()
+		for i, k := range order {
+			r := latest[k]
+			fmt.Printf("[%d] `%s` (%s; %s)\n", i+1, r.Command, r.Date, strings.ReplaceAll(r.Setup, "|", "/"))
+		}
+	}
+}
+
+// reasons says what made a run fail besides the table's columns.
+func reasons(r e2e.Result) string {
+	var out []string
+	for _, c := range []struct {
+		n    int
+		what string
+	}{
+		{r.Lost, "lost"}, {r.Duplicated, "duplicated"}, {r.Reissued, "reissued"},
+		{r.OrderViolations, "order violations"}, {r.Mismatched, "mismatched"},
+		{r.Unattributed, "unattributed"}, {r.WorkerExits, "worker exits"},
+	} {
+		if c.n > 0 {
+			out = append(out, fmt.Sprintf("%d %s", c.n, c.what))
+		}
+	}
+	if len(out) == 0 {
+		return "see the log"
+	}
+	return strings.Join(out, ", ")
+}
+
+func seconds(s float64) string { return fmt.Sprintf("%.1f s", s) }
+
+func recovery(r e2e.Result) string {
+	switch {
+	case len(r.Faults) == 0:
+		return "–"
+	case r.RecoverS < 0:
+		return "never"
+	}
+	return seconds(r.RecoverS)
+}
+
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
