@@ -24,6 +24,7 @@ test:
 ARTIFACTS ?= artifacts
 E2E_PKGS  ?= ./e2e/
 E2EFLAGS  ?= -count=1 -timeout 15m -v
+REPLAY_TESTS ?= TestReplay|TestIdempotency
 test-kafka:
 	@mkdir -p $(ARTIFACTS)
 	@set -e; pid=$(abspath $(ARTIFACTS))/kafka-local.pid; \
@@ -31,7 +32,9 @@ test-kafka:
 	trap "scripts/kafka-local stop --pid-file $$pid" EXIT INT TERM; \
 	echo "test-kafka: Apache Kafka at $$addr"; \
 	KAFKA_BROKERS=$$addr FLAKESTREAM_KAFKA_LOCAL=1 FLAKESTREAM_ARTIFACTS=$(abspath $(ARTIFACTS)) \
-		$(GO) test $(E2EFLAGS) $(E2E_PKGS)
+		$(GO) test $(E2EFLAGS) $(E2E_PKGS); \
+	echo "test-kafka: replay and idempotency on Apache Kafka"; \
+	KAFKA_BROKERS=$$addr $(GO) test -count=1 -timeout 10m -run '$(REPLAY_TESTS)' ./pipeline/ .
 
 lint: fmt vet staticcheck
 

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"github.com/urfave/cli/v2"
@@ -28,6 +29,7 @@ func kafkaFlags() []cli.Flag {
 		stringFlag("sasl-mechanism", "", "Kafka SASL mechanism: plain, scram-sha-256 or scram-sha-512 (default: none)"),
 		stringFlag("sasl-user", "", "SASL user name"),
 		stringFlag("sasl-password", "", "SASL password (prefer FLAKESTREAM_SASL_PASSWORD to a flag)"),
+		stringFlag("kafka-max-version", "", "speak the Kafka protocol of at most this release (e.g. 3.9), for brokers or features a newer protocol trips on (default: the newest both sides know)"),
 	}
 }
 
@@ -54,6 +56,13 @@ func kafkaOptsFrom(c *cli.Context) ([]kgo.Opt, error) {
 			cfg.Certificates = []tls.Certificate{pair}
 		}
 		opts = append(opts, kgo.DialTLSConfig(cfg))
+	}
+	if v := c.String("kafka-max-version"); v != "" {
+		versions := kversion.FromString(v)
+		if versions == nil {
+			return nil, &exitError{code: 2, err: fmt.Errorf("--kafka-max-version %q: want a release such as 3.9 or 4.0", v)}
+		}
+		opts = append(opts, kgo.MaxVersions(versions))
 	}
 	user, pass := c.String("sasl-user"), c.String("sasl-password")
 	switch m := strings.ToLower(c.String("sasl-mechanism")); m {

@@ -306,7 +306,17 @@ func isFatalKafka(err error) bool {
 // now hands the partitions over at once instead of after a session timeout.
 func (w *Worker) close(sess *kgo.GroupTransactSession) {
 	done := make(chan struct{})
-	go func() { sess.Close(); close(done) }()
+	go func() {
+		// A session given up on after a failed EndTxn may still hold
+		// records it keeps retrying; they must never reach a broker after
+		// the next session has fenced this one's transaction, so they are
+		// failed (and in-flight requests awaited) before the client goes.
+		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.shutdownTimeout)
+		_ = sess.Client().AbortBufferedRecords(ctx)
+		cancel()
+		sess.Close()
+		close(done)
+	}()
 	select {
 	case <-done:
 		w.log.Info("worker stopped: left the group and closed the client")
