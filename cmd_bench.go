@@ -32,6 +32,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "record-bytes", Value: 200, Usage: "size of each order event"},
 			&cli.IntFlag{Name: "partitions", Value: 4, Usage: "partitions of every bench topic"},
 			&cli.IntFlag{Name: "max-poll-records", Value: 10000, Usage: "records per transaction"},
+			&cli.IntFlag{Name: "parallelism", Value: runtime.GOMAXPROCS(0), Usage: "goroutines numbering one batch"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 			&cli.BoolFlag{Name: "verbose", Usage: "log what the workers do"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the whole run to `FILE`"},
@@ -99,7 +100,7 @@ func benchCommand() *cli.Command {
 			res, err := bench.Run(c.Context, bench.Config{
 				Brokers: brokers, NewNumberer: newGen, Duration: c.Duration("duration"), Pairs: max(c.Int("pairs"), 1),
 				RecordBytes: c.Int("record-bytes"), Partitions: int32(c.Int("partitions")), Log: log, Progress: progress,
-				Worker: []pipeline.Opt{pipeline.MaxPollRecords(c.Int("max-poll-records"))},
+				Worker: []pipeline.Opt{pipeline.MaxPollRecords(c.Int("max-poll-records")), pipeline.Parallelism(c.Int("parallelism"))},
 			})
 			if err != nil {
 				return fmt.Errorf("bench: %w", err)

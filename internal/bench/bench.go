@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"runtime/pprof"
 	"time"
 
 	"github.com/flakestream/flakestream/idgen"
@@ -229,6 +230,8 @@ func (b *runner) throughput(ctx context.Context, name string, opts ...pipeline.O
 		return 0, err
 	}
 	done := func() int64 { return w.Stats().In }
+	ctx = pprof.WithLabels(ctx, pprof.Labels("phase", name))
+	pprof.SetGoroutineLabels(ctx)
 	_, stopFeed, err := b.feed(ctx, in, 0, done, 200000)
 	if err != nil {
 		return 0, err
