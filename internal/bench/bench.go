@@ -10,13 +10,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"runtime/pprof"
 	"time"
 
 	"github.com/flakestream/flakestream/idgen"
@@ -37,6 +37,8 @@ type Config struct {
 	Worker      []pipeline.Opt // extra worker options (batch size, linger)
 	Log         *slog.Logger
 	Progress    func(string) // a line per step, or nil
+	// PairsOnly skips per_record and latency (for sweeps over a setting).
+	PairsOnly bool
 }
 
 // Result is one bench run. Rates are per second.
@@ -120,6 +122,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.RecordsPerSec["passthrough"], res.RecordsPerSec["worker"] = median(pt), median(wk)
 	res.WorkerVsPassthrough = median(ratios)
 
+	if cfg.PairsOnly {
+		res.PeakRSSBytes = PeakRSS()
+		return res, nil
+	}
 	cfg.Progress("per_record: one Redis call and one synchronous produce per record")
 	g, err = cfg.NewNumberer()
 	if err != nil {
