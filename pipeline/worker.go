@@ -333,7 +333,7 @@ func (w *Worker) checkTopics(ctx context.Context, adm *kadm.Client) (outParts, d
 	var details kadm.TopicDetails
 	for attempt := 0; ; attempt++ {
 		details, err = adm.ListTopics(ctx, topics...)
-		if err == nil || ctx.Err() != nil || attempt == 20 {
+		if err == nil || ctx.Err() != nil || attempt == 20 || isFatalKafka(err) {
 			break
 		}
 		w.log.Warn("cannot list topics yet; retrying", "err", err)
@@ -342,7 +342,7 @@ func (w *Worker) checkTopics(ctx context.Context, adm *kadm.Client) (outParts, d
 		}
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: list topics: %v", ErrFatal, err)
+		return 0, 0, fmt.Errorf("%w: list topics: %v (check --brokers, the TLS and SASL settings, and that the brokers are up)", ErrFatal, err)
 	}
 	maxIn := int32(0)
 	for _, t := range c.inputs {
