@@ -183,6 +183,23 @@ func (p plainConsumer) Close() { p.CloseAllowingRebalance() }
 // or aborts the open transaction and leaves the group within the shutdown
 // timeout.
 func (a *Auditor) Run(ctx context.Context) error {
+	r := newRetry(a.cfg.backoffMin, a.cfg.backoffMax, a.log, &a.err, "audit batch failed; retrying")
+	for {
+		err := a.session(ctx, r)
+		if !errors.Is(err, errRestartSession) {
+			return err
+		}
+		// As in the worker: a client that could not end a transaction is
+		// replaced, and the new one fences what the old one left open.
+		if stop, err := r.after(ctx, err); stop {
+			return err
+		}
+	}
+}
+
+// session runs one Kafka client until ctx ends, a fatal error, or an error
+// that needs a new client (errRestartSession).
+func (a *Auditor) session(ctx context.Context, r *retry) error {
 	txn := a.cfg.auditTopic != ""
 	var (
 		cons    consumer
@@ -209,6 +226,15 @@ func (a *Auditor) Run(ctx context.Context) error {
 		process = func(ctx context.Context, b *auditBatch) error { return a.writeThenCommit(ctx, cl, b) }
 	}
 	defer a.close(cons)
+	if sess != nil {
+		// Runs before the close above: records a dropped session still
+		// retries must not reach a broker after the next one fenced it.
+		defer func() {
+			actx, cancel := context.WithTimeout(context.Background(), a.cfg.shutdownTimeout)
+			defer cancel()
+			_ = sess.Client().AbortBufferedRecords(actx)
+		}()
+	}
 	adm := kadm.NewClient(client)
 	if err := a.checkTopics(ctx, adm); err != nil {
 		if ctx.Err() != nil {
@@ -227,7 +253,6 @@ func (a *Auditor) Run(ctx context.Context) error {
 		a.log.Info("no audit topic: audit records are written at least once (a crash between writing and committing offsets writes them again)")
 	}
 	b := &auditBatch{}
-	r := newRetry(a.cfg.backoffMin, a.cfg.backoffMax, a.log, &a.err, "audit batch failed; retrying")
 	for {
 		fetches := cons.PollRecords(ctx, a.cfg.maxPollRecords)
 		if ctx.Err() != nil || fetches.IsClientClosed() {
@@ -244,6 +269,9 @@ func (a *Auditor) Run(ctx context.Context) error {
 		if !txn {
 			client.AllowRebalance()
 		}
+		if errors.Is(err, errRestartSession) {
+			return err
+		}
 		if stop, err := r.after(ctx, err); stop {
 			return err
 		}
@@ -255,7 +283,10 @@ func (a *Auditor) Run(ctx context.Context) error {
 // what the batch taught it.
 func (a *Auditor) transact(ctx context.Context, sess *kgo.GroupTransactSession, b *auditBatch) error {
 	if err := sess.Begin(); err != nil {
-		return fmt.Errorf("%w: begin transaction: %v", ErrFatal, err)
+		if isFatalKafka(err) {
+			return fmt.Errorf("%w: begin transaction: %v", ErrFatal, err)
+		}
+		return fmt.Errorf("%w: begin transaction: %v", errRestartSession, err)
 	}
 	// As in the worker: End gets its own bound, so a shutdown mid-batch
 	// still commits or aborts cleanly.
@@ -270,7 +301,10 @@ func (a *Auditor) transact(ctx context.Context, sess *kgo.GroupTransactSession, 
 	committed, err := sess.End(endCtx, promise.Err() == nil)
 	if err != nil {
 		a.det.abort()
-		return fmt.Errorf("%w: end transaction: %v (another instance with transactional ID %q may have fenced this one)", ErrFatal, err, a.cfg.txnID)
+		if isFatalKafka(err) {
+			return fmt.Errorf("%w: end transaction: %v (another instance with transactional ID %q has fenced this one, or it is not authorized)", ErrFatal, err, a.cfg.txnID)
+		}
+		return fmt.Errorf("%w: end transaction: %v", errRestartSession, err)
 	}
 	if !committed {
 		a.det.abort()
