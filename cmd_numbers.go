@@ -35,7 +35,7 @@ func genCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			g, closeSeq, err := generatorFrom(c, c.String("sequencer"), server, worker, nil)
+			g, closeSeq, err := generatorFrom(c, c.String("sequencer"), server, worker, nil, nil)
 			if err != nil {
 				return err
 			}

@@ -84,16 +84,18 @@ func replayCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			g, closeSeq, err := generatorFrom(c, c.String("sequencer"), server, worker, nil)
-			if err != nil {
-				return err
-			}
-			defer closeSeq()
+			// Redis holds the replay's range (and the keys), whatever the
+			// sequencer; the sequencer shares the client.
 			rc, err := idgen.RedisClient(c.String("redis"))
 			if err != nil {
 				return err
 			}
 			defer rc.Close()
+			g, closeSeq, err := generatorFrom(c, c.String("sequencer"), server, worker, rc, nil)
+			if err != nil {
+				return err
+			}
+			defer closeSeq()
 			idem, err := idempotencyFrom(c, rc)
 			if err != nil {
 				return err

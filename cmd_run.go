@@ -8,6 +8,7 @@ import (
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 )
 
@@ -74,7 +75,15 @@ func runCommand() *cli.Command {
 				return err
 			}
 			reg := newRegistry()
-			g, closeSeq, err := generatorFrom(c, c.String("sequencer"), server, worker, func(s idgen.Sequencer) idgen.Sequencer {
+			// One Redis client for the sequencer and the idempotency keys.
+			var rc *redis.Client
+			if c.String("sequencer") == "redis" || c.String("idempotency-key") != "" {
+				if rc, err = idgen.RedisClient(c.String("redis")); err != nil {
+					return err
+				}
+				defer rc.Close()
+			}
+			g, closeSeq, err := generatorFrom(c, c.String("sequencer"), server, worker, rc, func(s idgen.Sequencer) idgen.Sequencer {
 				return pipeline.NewTimedSequencer(s, reg)
 			})
 			if err != nil {
@@ -91,11 +100,6 @@ func runCommand() *cli.Command {
 			}
 			opts = append(opts, pipeline.Logger(log), pipeline.Registerer(reg))
 			if c.String("idempotency-key") != "" {
-				rc, err := idgen.RedisClient(c.String("redis"))
-				if err != nil {
-					return err
-				}
-				defer rc.Close()
 				idem, err := idempotencyFrom(c, rc)
 				if err != nil {
 					return err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/idgen"
+	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
 )
@@ -142,9 +143,11 @@ func redisFlags() []cli.Flag {
 }
 
 // generatorFrom builds the generator the flags describe. kind is "redis" or
-// "memory"; wrap, if not nil, wraps the sequencer (to time it); close
-// releases the Redis client.
-func generatorFrom(c *cli.Context, kind string, server, worker int64, wrap func(idgen.Sequencer) idgen.Sequencer) (g *idgen.Generator, close func(), err error) {
+// "memory". rc is the Redis client to use, or nil for one of its own (which
+// close releases); a command that also needs Redis for something else
+// passes its client, so there is one connection pool. wrap, if not nil,
+// wraps the sequencer (to time it).
+func generatorFrom(c *cli.Context, kind string, server, worker int64, rc *redis.Client, wrap func(idgen.Sequencer) idgen.Sequencer) (g *idgen.Generator, close func(), err error) {
 	l, err := layoutFrom(c)
 	if err != nil {
 		return nil, nil, err
@@ -155,12 +158,14 @@ func generatorFrom(c *cli.Context, kind string, server, worker int64, wrap func(
 	case "memory":
 		seq = idgen.NewMemorySequencer(nil)
 	case "redis":
-		client, err := idgen.RedisClient(c.String("redis"))
-		if err != nil {
-			return nil, nil, err
+		if rc == nil {
+			client, err := idgen.RedisClient(c.String("redis"))
+			if err != nil {
+				return nil, nil, err
+			}
+			rc, close = client, func() { client.Close() }
 		}
-		close = func() { client.Close() }
-		if seq, err = idgen.NewRedisSequencer(idgen.RedisSettings{Client: client, Prefix: c.String("redis-prefix")}); err != nil {
+		if seq, err = idgen.NewRedisSequencer(idgen.RedisSettings{Client: rc, Prefix: c.String("redis-prefix")}); err != nil {
 			close()
 			return nil, nil, err
 		}
