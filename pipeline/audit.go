@@ -184,17 +184,7 @@ func (p plainConsumer) Close() { p.CloseAllowingRebalance() }
 // timeout.
 func (a *Auditor) Run(ctx context.Context) error {
 	r := newRetry(a.cfg.backoffMin, a.cfg.backoffMax, a.log, &a.err, "audit batch failed; retrying")
-	for {
-		err := a.session(ctx, r)
-		if !errors.Is(err, errRestartSession) {
-			return err
-		}
-		// As in the worker: a client that could not end a transaction is
-		// replaced, and the new one fences what the old one left open.
-		if stop, err := r.after(ctx, err); stop {
-			return err
-		}
-	}
+	return r.sessions(ctx, func() error { return a.session(ctx, r) })
 }
 
 // session runs one Kafka client until ctx ends, a fatal error, or an error
@@ -283,10 +273,7 @@ func (a *Auditor) session(ctx context.Context, r *retry) error {
 // what the batch taught it.
 func (a *Auditor) transact(ctx context.Context, sess *kgo.GroupTransactSession, b *auditBatch) error {
 	if err := sess.Begin(); err != nil {
-		if isFatalKafka(err) {
-			return fmt.Errorf("%w: begin transaction: %v", ErrFatal, err)
-		}
-		return fmt.Errorf("%w: begin transaction: %v", errRestartSession, err)
+		return txnError("begin transaction", a.TransactionalID(), err)
 	}
 	// As in the worker: End gets its own bound, so a shutdown mid-batch
 	// still commits or aborts cleanly.
@@ -301,10 +288,7 @@ func (a *Auditor) transact(ctx context.Context, sess *kgo.GroupTransactSession, 
 	committed, err := sess.End(endCtx, promise.Err() == nil)
 	if err != nil {
 		a.det.abort()
-		if isFatalKafka(err) {
-			return fmt.Errorf("%w: end transaction: %v (another instance with transactional ID %q has fenced this one, or it is not authorized)", ErrFatal, err, a.cfg.txnID)
-		}
-		return fmt.Errorf("%w: end transaction: %v", errRestartSession, err)
+		return txnError("end transaction", a.TransactionalID(), err)
 	}
 	if !committed {
 		a.det.abort()

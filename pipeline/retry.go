@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -44,4 +45,34 @@ func (r *retry) after(ctx context.Context, err error) (stop bool, ret error) {
 	}
 	r.cur = min(2*r.cur, r.max)
 	return false, nil
+}
+
+// errRestartSession asks for a new Kafka client and session.
+var errRestartSession = errors.New("pipeline: kafka session must be restarted")
+
+// sessions runs session until it ends for any reason but errRestartSession.
+// That error means the client could not begin or end a transaction (a
+// broker down, a timeout): its state is unknown, so it is replaced, after a
+// backoff, and the new one fences whatever the old one left open and starts
+// again from the committed offsets, exactly as a restarted process would.
+func (r *retry) sessions(ctx context.Context, session func() error) error {
+	for {
+		err := session()
+		if !errors.Is(err, errRestartSession) {
+			return err
+		}
+		if stop, err := r.after(ctx, err); stop {
+			return err
+		}
+	}
+}
+
+// txnError classifies an error from beginning or ending a transaction (op):
+// fencing and authorization are fatal, anything else asks for a new
+// session.
+func txnError(op, txnID string, err error) error {
+	if isFatalKafka(err) {
+		return fmt.Errorf("%w: %s: %v (another instance with transactional ID %q has fenced this one, or it is not authorized)", ErrFatal, op, err, txnID)
+	}
+	return fmt.Errorf("%w: %s: %v", errRestartSession, op, err)
 }

@@ -146,24 +146,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.prefetcher.Store(p)
 	}
 	r := newRetry(w.cfg.backoffMin, w.cfg.backoffMax, w.log, &w.lastErr, "batch aborted; its records will be numbered again")
-	for {
-		err := w.session(ctx, b, r)
-		if !errors.Is(err, errRestartSession) {
-			return err
-		}
-		// The client could not end a transaction or fetch (a broker down,
-		// a timeout). Its state is unknown, so it is replaced: the new one
-		// fences whatever the old one left open and starts again from the
-		// committed offsets, exactly as a restarted process would.
+	return r.sessions(ctx, func() error {
 		w.joined.Store(false)
-		if stop, err := r.after(ctx, err); stop {
-			return err
-		}
-	}
+		return w.session(ctx, b, r)
+	})
 }
-
-// errRestartSession asks Run for a new Kafka client and session.
-var errRestartSession = errors.New("pipeline: kafka session must be restarted")
 
 // session runs one Kafka client until ctx ends, a fatal error, or an error
 // that needs a new client (errRestartSession).
@@ -215,10 +202,7 @@ func (w *Worker) session(ctx context.Context, b *batch, r *retry) error {
 func (w *Worker) transact(ctx context.Context, sess *kgo.GroupTransactSession, b *batch, fetches kgo.Fetches) error {
 	start := time.Now()
 	if err := sess.Begin(); err != nil {
-		if isFatalKafka(err) {
-			return fmt.Errorf("%w: begin transaction: %v", ErrFatal, err)
-		}
-		return fmt.Errorf("%w: begin transaction: %v", errRestartSession, err)
+		return txnError("begin transaction", w.cfg.txnID, err)
 	}
 	// The transaction ends with its own bound even when ctx is cancelled
 	// mid-batch: cancelling End would leave the client in an unknown
@@ -239,10 +223,7 @@ func (w *Worker) transact(ctx context.Context, sess *kgo.GroupTransactSession, b
 	}
 	committed, err := sess.End(endCtx, promise.Err() == nil)
 	if err != nil {
-		if isFatalKafka(err) {
-			return fmt.Errorf("%w: end transaction: %v (another instance with transactional ID %q has fenced this one, or it is not authorized)", ErrFatal, err, w.cfg.txnID)
-		}
-		return fmt.Errorf("%w: end transaction: %v", errRestartSession, err)
+		return txnError("end transaction", w.cfg.txnID, err)
 	}
 	if !committed {
 		w.m.txns.WithLabelValues("aborted").Inc()
