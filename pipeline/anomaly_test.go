@@ -439,7 +439,8 @@ func BenchmarkAuditBatch(b *testing.B) {
 	}
 	l := idgen.DefaultLayout()
 	const n = 10000
-	batch := &auditBatch{in: make([]*kgo.Record, n)}
+	batch := &a.b
+	batch.in = make([]*kgo.Record, n)
 	src := []byte("orders/0/0")
 	start := time.Now().Add(-time.Minute)
 	round := 0
@@ -456,8 +457,7 @@ func BenchmarkAuditBatch(b *testing.B) {
 		b.StartTimer()
 		a.det.begin()
 		batch.build(a.det, "t.audit", 4)
-		a.det.commit()
-		if err := a.committed(batch); err != nil {
+		if err := a.Committed(); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -204,7 +204,7 @@ func TestAuditEndToEnd(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	run := startAuditor(t, e.kafka.Addrs, AuditInputTopics(e.out, third), AuditTopic(auditTopic), AuditGroup(third+"-audit"),
 		AuditInstanceID("a"), AuditAllowedServers(1), AuditStdout(&stdout), AuditRegisterer(reg),
-		func(c *auditCfg) { c.lagEvery = 100 * time.Millisecond })
+		func(c *auditCfg) { c.eos.LagEvery = 100 * time.Millisecond })
 	total := int64(rep.Numbered + len(tp.recs))
 	waitAudited(t, total, run)
 	// Caught up, each partition lags by at most its last transaction

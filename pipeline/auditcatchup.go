@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -166,12 +167,12 @@ func (a *Auditor) readBefore(ctx context.Context, from map[partKey]int64, first 
 // partitions read_committed, markers included (so that an offset held by a
 // marker still counts as reached).
 func (a *Auditor) catchUpClient(parts map[string]map[int32]kgo.Offset) (*kgo.Client, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(a.cfg.brokers...), kgo.WithLogger(kgoLogger{a.log})}
+	opts := []kgo.Opt{kgo.SeedBrokers(a.cfg.eos.Brokers...), kgo.WithLogger(eos.KgoLogger{L: a.log})}
 	if parts != nil {
 		opts = append(opts, kgo.ConsumePartitions(parts), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			kgo.KeepControlRecords(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	}
-	return kgo.NewClient(append(opts, a.cfg.kafkaOpts...)...)
+	return kgo.NewClient(append(opts, a.cfg.eos.KafkaOpts...)...)
 }
 
 func keys(m map[string]bool) []string {

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -17,36 +19,22 @@ import (
 type AuditOpt func(*auditCfg)
 
 type auditCfg struct {
-	brokers         []string
-	inputs          []string
-	auditTopic      string
-	group           string
-	instanceID      string
-	txnID           string
-	layout          idgen.Layout
-	field           string
-	dupWindow       time.Duration
-	dupMaxEntries   int
-	maxSkew         time.Duration
-	maxLag          time.Duration
-	servers         map[int64]struct{}
-	workers         map[int64]struct{}
-	stdout          io.Writer
-	recent          int
-	catchUp         bool
-	catchUpTimeout  time.Duration
-	createTopic     bool
-	maxPollRecords  int
-	txnTimeout      time.Duration
-	sessionTimeout  time.Duration
-	shutdownTimeout time.Duration
-	backoffMin      time.Duration
-	backoffMax      time.Duration
-	lagEvery        time.Duration
-	now             func() time.Time
-	logger          *slog.Logger
-	registerer      prometheus.Registerer
-	kafkaOpts       []kgo.Opt
+	eos            eos.Config
+	auditTopic     string
+	layout         idgen.Layout
+	field          string
+	dupWindow      time.Duration
+	dupMaxEntries  int
+	maxSkew        time.Duration
+	maxLag         time.Duration
+	servers        map[int64]struct{}
+	workers        map[int64]struct{}
+	stdout         io.Writer
+	recent         int
+	catchUp        bool
+	catchUpTimeout time.Duration
+	createTopic    bool
+	now            func() time.Time
 }
 
 // Audit defaults.
@@ -67,47 +55,44 @@ const (
 func defaultAuditCfg() auditCfg {
 	host, _ := os.Hostname()
 	return auditCfg{
-		group:           DefaultAuditGroup,
-		instanceID:      host,
-		layout:          idgen.DefaultLayout(),
-		field:           codec.DefaultField,
-		dupWindow:       DefaultDupWindow,
-		dupMaxEntries:   DefaultDupMaxEntries,
-		maxSkew:         DefaultMaxSkew,
-		maxLag:          DefaultMaxLag,
-		recent:          50,
-		catchUp:         true,
-		catchUpTimeout:  time.Minute,
-		maxPollRecords:  10000,
-		txnTimeout:      10 * time.Second,
-		sessionTimeout:  10 * time.Second,
-		shutdownTimeout: 15 * time.Second,
-		backoffMin:      100 * time.Millisecond,
-		backoffMax:      5 * time.Second,
-		lagEvery:        10 * time.Second,
-		now:             time.Now,
-		logger:          slog.New(slog.DiscardHandler),
+		eos: eos.Config{
+			Name:               "audit",
+			Group:              DefaultAuditGroup,
+			InstanceID:         host,
+			MetricsNamespace:   "flakestream_audit",
+			MaxPollRecords:     eos.DefaultMaxPollRecords,
+			TransactionTimeout: eos.DefaultTransactionTimeout,
+			SessionTimeout:     eos.DefaultSessionTimeout,
+			ShutdownTimeout:    eos.DefaultShutdownTimeout,
+			BackoffMin:         eos.DefaultBackoffMin,
+			BackoffMax:         eos.DefaultBackoffMax,
+			LagEvery:           eos.DefaultLagEvery,
+			Logger:             slog.New(slog.DiscardHandler),
+		},
+		layout:         idgen.DefaultLayout(),
+		field:          codec.DefaultField,
+		dupWindow:      DefaultDupWindow,
+		dupMaxEntries:  DefaultDupMaxEntries,
+		maxSkew:        DefaultMaxSkew,
+		maxLag:         DefaultMaxLag,
+		recent:         50,
+		catchUp:        true,
+		catchUpTimeout: time.Minute,
+		now:            time.Now,
 	}
 }
 
 func (c *auditCfg) validate() error {
-	switch {
-	case len(c.brokers) == 0:
-		return ErrNoBrokers
-	case len(c.inputs) == 0:
-		return ErrNoInput
-	case c.group == "":
-		return ErrNoGroup
-	case c.auditTopic != "" && c.instanceID == "" && c.txnID == "":
-		return ErrNoInstance
+	e := &c.eos
+	e.Mode = eos.Transactional
+	if c.auditTopic == "" {
+		e.Mode = eos.AtLeastOnce
 	}
-	for _, in := range c.inputs {
-		if in == c.auditTopic {
-			return fmt.Errorf("%w: %s", ErrSameTopic, in)
-		}
+	if err := e.CheckNotInput(c.auditTopic); err != nil {
+		return err
 	}
-	if c.txnID == "" {
-		c.txnID = "flakestream-" + c.group + "-" + c.instanceID
+	if err := e.Validate(); err != nil {
+		return err
 	}
 	if err := c.layout.Validate(); err != nil {
 		return fmt.Errorf("%w: layout: %w", ErrBadConfig, err)
@@ -134,14 +119,8 @@ func (c *auditCfg) validate() error {
 			return fmt.Errorf("%w: allowed workers: %w", ErrBadConfig, err)
 		}
 	}
-	if c.maxPollRecords < 1 || c.recent < 1 {
-		return fmt.Errorf("%w: max poll records %d, recent records %d: want at least 1", ErrBadConfig, c.maxPollRecords, c.recent)
-	}
-	if c.sessionTimeout < 2*time.Second {
-		return fmt.Errorf("%w: session timeout %s: want at least 2s", ErrBadConfig, c.sessionTimeout)
-	}
-	if c.txnTimeout < time.Second || c.txnTimeout > 15*time.Minute {
-		return fmt.Errorf("%w: transaction timeout %s: want 1s to 15m", ErrBadConfig, c.txnTimeout)
+	if c.recent < 1 {
+		return fmt.Errorf("%w: recent records %d: want at least 1", ErrBadConfig, c.recent)
 	}
 	if c.now == nil {
 		c.now = time.Now
@@ -150,10 +129,10 @@ func (c *auditCfg) validate() error {
 }
 
 // AuditBrokers sets the seed brokers. Required.
-func AuditBrokers(addrs ...string) AuditOpt { return func(c *auditCfg) { c.brokers = addrs } }
+func AuditBrokers(addrs ...string) AuditOpt { return func(c *auditCfg) { c.eos.Brokers = addrs } }
 
 // AuditInputTopics sets the numbered topics to audit. Required.
-func AuditInputTopics(topics ...string) AuditOpt { return func(c *auditCfg) { c.inputs = topics } }
+func AuditInputTopics(topics ...string) AuditOpt { return func(c *auditCfg) { c.eos.Topics = topics } }
 
 // AuditTopic sets the topic audit records go to, transactionally with the
 // consumed offsets (exactly once). The default "" writes no topic: the
@@ -163,16 +142,18 @@ func AuditTopic(t string) AuditOpt { return func(c *auditCfg) { c.auditTopic = t
 
 // AuditGroup sets the consumer group, overriding the default
 // "flakestream-audit". A new group starts at the earliest offset.
-func AuditGroup(g string) AuditOpt { return func(c *auditCfg) { c.group = g } }
+func AuditGroup(g string) AuditOpt { return func(c *auditCfg) { c.eos.Group = g } }
 
 // AuditInstanceID names this instance, overriding the default host name;
 // the transactional ID "flakestream-<group>-<instance id>" is derived from
 // it, so a restarted instance fences its predecessor's open transaction.
-func AuditInstanceID(id string) AuditOpt { return func(c *auditCfg) { c.instanceID = id } }
+func AuditInstanceID(id string) AuditOpt { return func(c *auditCfg) { c.eos.InstanceID = id } }
 
 // AuditTransactionalID sets the transactional ID outright, overriding the
 // one derived from the instance ID.
-func AuditTransactionalID(id string) AuditOpt { return func(c *auditCfg) { c.txnID = id } }
+func AuditTransactionalID(id string) AuditOpt {
+	return func(c *auditCfg) { c.eos.TransactionalID = id }
+}
 
 // AuditLayout sets the layout numbers are decoded with, overriding
 // idgen.DefaultLayout(). An invalid layout is ErrBadConfig.
@@ -258,30 +239,30 @@ func AuditCreateTopic() AuditOpt { return func(c *auditCfg) { c.createTopic = tr
 
 // AuditMaxPollRecords bounds the records of one transaction, overriding
 // the default 10,000.
-func AuditMaxPollRecords(n int) AuditOpt { return func(c *auditCfg) { c.maxPollRecords = n } }
+func AuditMaxPollRecords(n int) AuditOpt { return func(c *auditCfg) { c.eos.MaxPollRecords = n } }
 
 // AuditTransactionTimeout sets the transaction timeout, overriding the
 // default 10s.
 func AuditTransactionTimeout(d time.Duration) AuditOpt {
-	return func(c *auditCfg) { c.txnTimeout = d }
+	return func(c *auditCfg) { c.eos.TransactionTimeout = d }
 }
 
 // AuditSessionTimeout sets the group session timeout, overriding the
 // default 10s.
 func AuditSessionTimeout(d time.Duration) AuditOpt {
-	return func(c *auditCfg) { c.sessionTimeout = d }
+	return func(c *auditCfg) { c.eos.SessionTimeout = d }
 }
 
 // AuditShutdownTimeout bounds the shutdown after ctx ends, overriding the
 // default 15s.
 func AuditShutdownTimeout(d time.Duration) AuditOpt {
-	return func(c *auditCfg) { c.shutdownTimeout = d }
+	return func(c *auditCfg) { c.eos.ShutdownTimeout = d }
 }
 
 // AuditBackoff sets the retry backoff after a failed batch, overriding the
 // default 100ms doubling to 5s.
 func AuditBackoff(min, max time.Duration) AuditOpt {
-	return func(c *auditCfg) { c.backoffMin, c.backoffMax = min, max }
+	return func(c *auditCfg) { c.eos.BackoffMin, c.eos.BackoffMax = min, max }
 }
 
 // AuditClock replaces the clock that "future" and the live page's rates
@@ -289,16 +270,24 @@ func AuditBackoff(min, max time.Duration) AuditOpt {
 func AuditClock(now func() time.Time) AuditOpt { return func(c *auditCfg) { c.now = now } }
 
 // AuditLogger sets the logger, overriding the default that discards.
-func AuditLogger(l *slog.Logger) AuditOpt { return func(c *auditCfg) { c.logger = l } }
+func AuditLogger(l *slog.Logger) AuditOpt { return func(c *auditCfg) { c.eos.Logger = l } }
 
 // AuditRegisterer sets where the auditor registers its metrics; nil (the
 // default) registers them nowhere.
 func AuditRegisterer(r prometheus.Registerer) AuditOpt {
-	return func(c *auditCfg) { c.registerer = r }
+	return func(c *auditCfg) { c.eos.Registerer = r }
 }
 
 // AuditKafkaOpts adds franz-go options (TLS, SASL, tuning), applied after
 // the auditor's own.
 func AuditKafkaOpts(opts ...kgo.Opt) AuditOpt {
-	return func(c *auditCfg) { c.kafkaOpts = append(c.kafkaOpts, opts...) }
+	return func(c *auditCfg) { c.eos.KafkaOpts = append(c.eos.KafkaOpts, opts...) }
+}
+
+// AuditBeforeProduce sets the orphaned-transaction guard (with an audit
+// topic only): called before the first produce of every session and after
+// every aborted transaction, with the audit topic's partitions. See
+// eos.Config.BeforeProduce.
+func AuditBeforeProduce(f func(ctx context.Context, cl *kgo.Client, partitions map[string][]int32) error) AuditOpt {
+	return func(c *auditCfg) { c.eos.BeforeProduce = f }
 }

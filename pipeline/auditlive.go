@@ -95,7 +95,6 @@ func newAuditMetrics(reg prometheus.Registerer, l idgen.Layout) *auditMetrics {
 // committed updates the metrics that do not go through the live state.
 func (m *auditMetrics) committed(b *auditBatch, d *detector) {
 	m.records.Add(float64(len(b.recs)))
-	m.txns.WithLabelValues("committed").Inc()
 	m.dupEntries.Store(int64(d.dups.entries))
 	m.dupEvictions.Store(int64(d.dups.evictions))
 	m.unchecked.Store(int64(d.unchecked))
@@ -301,7 +300,7 @@ type dupSummary struct {
 func (s *liveState) summary(now time.Time, ready error) liveSummary {
 	c := s.cfg
 	sum := liveSummary{
-		NowMs: now.UnixMilli(), Inputs: c.inputs, AuditTopic: c.auditTopic, Group: c.group,
+		NowMs: now.UnixMilli(), Inputs: c.eos.Topics, AuditTopic: c.auditTopic, Group: c.eos.Group,
 		Layout: c.layout.String(), DupWindowMs: c.dupWindow.Milliseconds(), MaxSkewMs: c.maxSkew.Milliseconds(),
 		MaxLagMs: c.maxLag.Milliseconds(), Kinds: anomalyKinds[:], Anomalies: map[string]int64{},
 		ConsumerLag: int64(gaugeSum(s.m.lag)), Servers: sortedIDs(c.servers), Workers: sortedIDs(c.workers),

@@ -66,17 +66,10 @@ func (b *batch) reset(fetches kgo.Fetches) {
 		}
 		sh := b.shards[k%n]
 		k++
-		stop, bounded := b.cfg.stopAt[p.Topic][p.Partition]
-		for _, r := range p.Records {
-			// Transaction markers (kept for bounded runs, to see the end
-			// of a range) and records past a bound are consumed, so their
-			// offsets are committed, but never numbered or produced.
-			if r.Attrs.IsControl() || (bounded && r.Offset >= stop) {
-				continue
-			}
-			sh.in = append(sh.in, r)
-			total++
-		}
+		// The eos loop has dropped transaction markers and records past
+		// a bound already.
+		sh.in = append(sh.in, p.Records...)
+		total += len(p.Records)
 	})
 	for _, sh := range b.shards {
 		sh.insp = grow(sh.insp, len(sh.in))
@@ -154,10 +147,6 @@ const subBatch = 1024
 
 // process numbers the shard's records in order, a sub-batch at a time.
 func (b *shard) process(ctx context.Context, produce func(*kgo.Record)) error {
-	if !b.b.cfg.numbering {
-		b.copyThrough(produce)
-		return nil
-	}
 	for start := 0; start < len(b.in); start += subBatch {
 		if err := b.processRange(ctx, start, min(start+subBatch, len(b.in)), produce); err != nil {
 			return err
@@ -189,7 +178,7 @@ func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kg
 	}
 	var err error
 	b.ids = b.ids[:0]
-	if need > 0 && !b.b.cfg.perRecord {
+	if need > 0 {
 		if b.ids, err = b.b.numberer.AppendN(ctx, b.ids, need); err != nil {
 			return err
 		}
@@ -215,12 +204,6 @@ func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kg
 		r, in := b.in[i], b.insp[i]
 		switch in.Kind {
 		case codec.NeedsNumber:
-			if b.b.cfg.perRecord {
-				if b.ids, err = b.b.numberer.AppendN(ctx, b.ids[:0], 1); err != nil {
-					return err
-				}
-				next = 0
-			}
 			id, repeat := b.ids[next], false
 			next++
 			if b.b.cfg.idem != nil {
@@ -320,7 +303,7 @@ func (b *shard) claimKeys(ctx context.Context, idem *Idempotency, from, to int) 
 		// The claimant is this consumer group reading this record: the
 		// same group reading it again (after an abort, a crash or a
 		// rebalance) is no repeat, any other reader (a replay) is.
-		src := append([]byte(b.b.cfg.group+" "), r.Topic...)
+		src := append([]byte(b.b.cfg.eos.Group+" "), r.Topic...)
 		b.claims = append(b.claims, idgen.Claim{Key: key, Number: id,
 			Source: string(codec.AppendSource(src, "", r.Partition, r.Offset))})
 	}
@@ -350,15 +333,5 @@ func (b *shard) add(i int, r *kgo.Record, topic string, parts int32, value []byt
 		Timestamp: r.Timestamp,
 		Topic:     topic,
 		Partition: r.Partition % parts,
-	}
-}
-
-// copyThrough is the loop without numbering: the ceiling a broker and
-// machine allow, for the bench command.
-func (b *shard) copyThrough(produce func(*kgo.Record)) {
-	for i, r := range b.in {
-		b.add(i, r, b.b.cfg.output, b.b.outParts, r.Value, r.Headers)
-		b.counts.passthrough++
-		produce(&b.recs[i])
 	}
 }

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -63,8 +64,8 @@ func TestWorkerRedisOutage(t *testing.T) {
 	if !verify.WaitFor(15*time.Second, func() bool { return wk.w.Stats().Aborted > 0 }) {
 		t.Fatalf("no transaction aborted while Redis was down: %+v", wk.w.Stats())
 	}
-	if err := wk.w.Ready(); err == nil || !errors.Is(err, ErrRedisDown) {
-		t.Fatalf("Ready() = %v during the outage, want ErrRedisDown", err)
+	if err := wk.w.Ready(); err == nil || !errors.Is(err, ErrNumbering) {
+		t.Fatalf("Ready() = %v during the outage, want ErrNumbering", err)
 	}
 	inDuringOutage := wk.w.Stats().In
 	time.Sleep(2 * time.Second)
@@ -152,14 +153,14 @@ func TestNewWorkerValidates(t *testing.T) {
 		opts []Opt
 		want error
 	}{
-		{"no brokers", []Opt{InputTopics("a"), OutputTopic("b"), Group("g"), NumberingOff()}, ErrNoBrokers},
-		{"no input", []Opt{Brokers("x"), OutputTopic("b"), Group("g"), NumberingOff()}, ErrNoInput},
-		{"no output", []Opt{Brokers("x"), InputTopics("a"), Group("g"), NumberingOff()}, ErrNoOutput},
-		{"no group", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), NumberingOff()}, ErrNoGroup},
+		{"no brokers", []Opt{InputTopics("a"), OutputTopic("b"), Group("g"), Numbers(nopNumberer{})}, ErrNoBrokers},
+		{"no input", []Opt{Brokers("x"), OutputTopic("b"), Group("g"), Numbers(nopNumberer{})}, ErrNoInput},
+		{"no output", []Opt{Brokers("x"), InputTopics("a"), Group("g"), Numbers(nopNumberer{})}, ErrNoOutput},
+		{"no group", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), Numbers(nopNumberer{})}, ErrNoGroup},
 		{"no numberer", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), Group("g")}, ErrNoNumberer},
-		{"output is input", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("a"), Group("g"), NumberingOff()}, ErrSameTopic},
-		{"bad start", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), Group("g"), NumberingOff(), Start("middle")}, ErrBadConfig},
-		{"short txn timeout", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), Group("g"), NumberingOff(), TransactionTimeout(time.Millisecond)}, ErrBadConfig},
+		{"output is input", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("a"), Group("g"), Numbers(nopNumberer{})}, ErrSameTopic},
+		{"bad start", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), Group("g"), Numbers(nopNumberer{}), Start("middle")}, ErrBadConfig},
+		{"short txn timeout", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), Group("g"), Numbers(nopNumberer{}), TransactionTimeout(time.Millisecond)}, ErrBadConfig},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -168,8 +169,14 @@ func TestNewWorkerValidates(t *testing.T) {
 			}
 		})
 	}
-	w, err := NewWorker(Brokers("x"), InputTopics("in"), OutputTopic("out"), Group("g"), InstanceID("pod-7"), NumberingOff())
+	w, err := NewWorker(Brokers("x"), InputTopics("in"), OutputTopic("out"), Group("g"), InstanceID("pod-7"), Numbers(nopNumberer{}))
 	if err != nil || w.TransactionalID() != "flakestream-g-pod-7" || w.cfg.dlq != "in.dlq" {
 		t.Fatalf("defaults: %v %q %q", err, w.TransactionalID(), w.cfg.dlq)
 	}
 }
+
+// nopNumberer satisfies the required Numbers option in tests that never
+// number anything.
+type nopNumberer struct{}
+
+func (nopNumberer) AppendN(_ context.Context, dst []int64, _ int) ([]int64, error) { return dst, nil }

@@ -147,21 +147,18 @@ func Replay(ctx context.Context, rc ReplayConfig) (map[int32]Range, error) {
 	}
 	opts := append([]Opt{}, rc.Worker...)
 	opts = append(opts, Brokers(rc.Brokers...), InputTopics(rc.Input), OutputTopic(rc.Output),
-		Group(group), TransactionalID(group), KafkaOpts(rc.KafkaOpts...), func(c *cfg) {
-			c.keepControl = true
-			c.stopAt = map[string]map[int32]int64{rc.Input: stop}
-			c.afterCommit = func(offs map[string]map[int32]kgo.EpochOffset) bool {
-				flat := map[int32]int64{}
-				for p, eo := range offs[rc.Input] {
-					flat[p] = eo.Offset
-				}
-				n, all := done(flat)
-				if rc.Progress != nil {
-					rc.Progress(n, total)
-				}
-				return all
+		Group(group), TransactionalID(group), KafkaOpts(rc.KafkaOpts...),
+		Bounded(map[string]map[int32]int64{rc.Input: stop}, func(offs map[string]map[int32]kgo.EpochOffset) bool {
+			flat := map[int32]int64{}
+			for p, eo := range offs[rc.Input] {
+				flat[p] = eo.Offset
 			}
-		})
+			n, all := done(flat)
+			if rc.Progress != nil {
+				rc.Progress(n, total)
+			}
+			return all
+		}))
 	w, err := NewWorker(opts...)
 	if err != nil {
 		return nil, err

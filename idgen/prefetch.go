@@ -1,4 +1,4 @@
-package pipeline
+package idgen
 
 import (
 	"context"
@@ -7,6 +7,12 @@ import (
 	"sync/atomic"
 	"time"
 )
+
+// Numberer issues increasing numbers in blocks. *Generator is one, and so
+// is *Prefetcher.
+type Numberer interface {
+	AppendN(ctx context.Context, dst []int64, n int) ([]int64, error)
+}
 
 // Prefetcher reserves numbers ahead of need, in the background, so that a
 // batch finds them ready instead of waiting for Redis round trips and
@@ -77,7 +83,7 @@ func (p *Prefetcher) run(ctx context.Context) {
 			return
 		}
 		if err != nil {
-			if sleep(ctx, backoff) != nil {
+			if sleepCtx(ctx, backoff) != nil {
 				return
 			}
 			backoff = min(2*backoff, 2*time.Second)
@@ -116,7 +122,7 @@ func (p *Prefetcher) AppendN(ctx context.Context, dst []int64, n int) ([]int64, 
 	return dst, nil
 }
 
-var errPrefetcherClosed = errors.New("pipeline: number prefetcher closed")
+var errPrefetcherClosed = errors.New("idgen: number prefetcher closed")
 
 // Forget makes every number reserved so far unusable (gaps): only blocks
 // whose reservation starts after Forget are handed out. A worker calls it
@@ -129,4 +135,15 @@ func (p *Prefetcher) Forget() { p.gen.Add(1) }
 func (p *Prefetcher) Close() {
 	p.cancel()
 	<-p.done
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

@@ -1,0 +1,190 @@
+package eos
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// copyStep copies every record to out, partition for partition.
+type copyStep struct {
+	out       string
+	pending   int64
+	committed atomic.Int64
+}
+
+func (c *copyStep) Start(ctx context.Context, s *Session) (map[string][]int32, error) {
+	t, err := s.CheckTopics(ctx, false, c.out)
+	return t.Produce(), err
+}
+
+func (c *copyStep) Process(ctx context.Context, tx *Tx, fetches kgo.Fetches) error {
+	c.pending = 0
+	fetches.EachRecord(func(r *kgo.Record) {
+		if r.Attrs.IsControl() {
+			panic("the loop handed a transaction marker to the step")
+		}
+		c.pending++
+		tx.Produce(ctx, &kgo.Record{Topic: c.out, Partition: r.Partition, Value: r.Value})
+	})
+	return nil
+}
+
+func (c *copyStep) Committed() error { c.committed.Add(c.pending); return nil }
+func (c *copyStep) Aborted()         {}
+
+func cluster(t *testing.T, parts int32, topics ...string) []string {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, topics...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()
+}
+
+// produceTxn writes n records per partition to topic in one committed
+// transaction, so each partition ends with a commit marker.
+func produceTxn(t *testing.T, brokers []string, topic string, parts int32, n int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.TransactionalID("upstream"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for p := range parts {
+		for i := range n {
+			cl.Produce(t.Context(), &kgo.Record{Topic: topic, Partition: p, Value: []byte(strconv.Itoa(i))}, nil)
+		}
+	}
+	if err := cl.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.EndTransaction(t.Context(), kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A caught-up consumer of a transactional topic shows lag 0, not 1 per
+// partition: the commit marker's offset is committed too.
+func TestCaughtUpTransactionalPartitionHasNoLag(t *testing.T) {
+	for _, mode := range []Mode{Transactional, AtLeastOnce} {
+		t.Run(strconv.Itoa(int(mode)), func(t *testing.T) {
+			const parts = 3
+			brokers := cluster(t, parts, "in", "out")
+			produceTxn(t, brokers, "in", parts, 5)
+			lag := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lag"}, []string{"topic", "partition"})
+			step := &copyStep{out: "out"}
+			if mode == AtLeastOnce {
+				step = &copyStep{out: ""}
+			}
+			l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i",
+				Mode: mode, LagEvery: 50 * time.Millisecond, Lag: lag}, atLeastOnceSafe{step})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- l.Run(ctx) }()
+			waitFor(t, "15 records", func() bool { return step.committed.Load() == 3*5 })
+			waitFor(t, "lag 0 on every partition", func() bool {
+				vals := gauges(lag)
+				return len(vals) == parts && vals[0] == 0 && vals[1] == 0 && vals[2] == 0
+			})
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// atLeastOnceSafe runs a copyStep without an output in AtLeastOnce mode.
+type atLeastOnceSafe struct{ *copyStep }
+
+func (a atLeastOnceSafe) Start(ctx context.Context, s *Session) (map[string][]int32, error) {
+	if a.out == "" {
+		_, err := s.CheckTopics(ctx, false)
+		return nil, err
+	}
+	return a.copyStep.Start(ctx, s)
+}
+
+func (a atLeastOnceSafe) Process(ctx context.Context, tx *Tx, fetches kgo.Fetches) error {
+	if tx == nil {
+		a.pending = int64(fetches.NumRecords())
+		return nil
+	}
+	return a.copyStep.Process(ctx, tx, fetches)
+}
+
+// BeforeProduce runs before the first produce of a session, with the
+// partitions the step produces to, and a bound ends the run on a marker.
+func TestBeforeProduceAndBound(t *testing.T) {
+	brokers := cluster(t, 2, "in", "out")
+	produceTxn(t, brokers, "in", 2, 4)
+	var calls atomic.Int32
+	var got map[string][]int32
+	step := &copyStep{out: "out"}
+	stop := map[string]map[int32]int64{"in": {0: 2, 1: 4}} // partition 1 ends on its marker's offset
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i",
+		BeforeProduce: func(_ context.Context, _ *kgo.Client, parts map[string][]int32) error {
+			calls.Add(1)
+			got = parts
+			return nil
+		},
+		Bound: &Bound{Stop: stop, Done: func(c map[string]map[int32]kgo.EpochOffset) bool {
+			return c["in"][0].Offset >= 2 && c["in"][1].Offset >= 4
+		}},
+	}, step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := l.Run(ctx); err != nil || ctx.Err() != nil {
+		t.Fatalf("Run = %v, ctx %v: want the bound to end it", err, ctx.Err())
+	}
+	if n := step.committed.Load(); n != 2+4 {
+		t.Fatalf("copied %d records, want 6 (2 of partition 0, 4 of partition 1)", n)
+	}
+	if calls.Load() != 1 || len(got["out"]) != 2 {
+		t.Fatalf("BeforeProduce called %d times with %v, want once with out's 2 partitions", calls.Load(), got)
+	}
+}
+
+// gauges returns every series of g by value, in no order.
+func gauges(g *prometheus.GaugeVec) []float64 {
+	ch := make(chan prometheus.Metric, 16)
+	go func() { g.Collect(ch); close(ch) }()
+	var out []float64
+	for m := range ch {
+		var d dto.Metric
+		if m.Write(&d) == nil {
+			out = append(out, d.GetGauge().GetValue())
+		}
+	}
+	return out
+}
