@@ -1,4 +1,10 @@
-package pipeline
+// Package audit is the audit side consumer: it reads the numbered topics,
+// decodes every number into a codec.AuditRecord, flags anomalies (a
+// detector with a bounded duplicate window, caught up on every newly
+// assigned partition), writes the audit records to the audit topic (a step
+// of the eos loop, exactly once) or stdout (at least once), and serves the
+// live page and its metrics.
+package audit
 
 import (
 	"bufio"
@@ -23,7 +29,7 @@ import (
 // consumed offsets commit in one transaction. Without one it is a plain
 // group consumer that commits after writing: at least once.
 type Auditor struct {
-	cfg  auditCfg
+	cfg  cfg
 	log  *slog.Logger
 	det  *detector // owned by the Run goroutine
 	m    *auditMetrics
@@ -36,11 +42,11 @@ type Auditor struct {
 
 	mu    sync.Mutex
 	fresh map[partKey]bool // partitions assigned since their last batch
-	stats AuditStats
+	stats Stats
 }
 
-// AuditStats are an auditor's counts of committed work.
-type AuditStats struct {
+// Stats are an auditor's counts of committed work.
+type Stats struct {
 	// Audited counts the audit records written (committed).
 	Audited int64
 	// Clean counts the audited records without any anomaly.
@@ -60,10 +66,10 @@ type AuditStats struct {
 	Unchecked    uint64
 }
 
-// NewAuditor validates the options and returns an auditor. It does not
+// New validates the options and returns an auditor. It does not
 // connect; Run does.
-func NewAuditor(opts ...AuditOpt) (*Auditor, error) {
-	c := defaultAuditCfg()
+func New(opts ...Opt) (*Auditor, error) {
+	c := defaultCfg()
 	for _, o := range opts {
 		o(&c)
 	}
@@ -96,7 +102,7 @@ func NewAuditor(opts ...AuditOpt) (*Auditor, error) {
 }
 
 // Stats returns the auditor's counts of committed work.
-func (a *Auditor) Stats() AuditStats {
+func (a *Auditor) Stats() Stats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := a.stats

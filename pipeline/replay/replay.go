@@ -1,4 +1,7 @@
-package pipeline
+// Package replay runs bounded, resumable replays: the worker over an offset
+// range of one input topic, in a consumer group of its own, ending once
+// every partition has reached its bound.
+package replay
 
 import (
 	"context"
@@ -12,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/pipeline"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -57,8 +62,8 @@ func ParseBound(s string) (Bound, error) {
 	return b, nil
 }
 
-// ReplayConfig is one bounded replay of Input[From, To) into Output.
-type ReplayConfig struct {
+// Config is one bounded replay of Input[From, To) into Output.
+type Config struct {
 	Brokers   []string
 	KafkaOpts []kgo.Opt
 	Input     string
@@ -74,7 +79,7 @@ type ReplayConfig struct {
 	RedisPrefix string
 	// Worker options: numbers, codec, idempotency, logger, metrics. The
 	// replay sets brokers, topics, group and transactional ID itself.
-	Worker []Opt
+	Worker []pipeline.Opt
 	// Progress is called after every committed transaction (and once at
 	// the start) with the records done and the total of the range.
 	Progress func(done, total int64)
@@ -86,26 +91,26 @@ type Range struct {
 	To   int64 `json:"to"`
 }
 
-// ReplayID returns the default ID of a replay: a hash of what it replays.
-func ReplayID(input, output string, from, to Bound) string {
+// ID returns the default ID of a replay: a hash of what it replays.
+func ID(input, output string, from, to Bound) string {
 	sum := sha256.Sum256([]byte(input + "\x00" + output + "\x00" + from.text + "\x00" + to.text))
 	return hex.EncodeToString(sum[:6])
 }
 
-// Replay runs a bounded, exactly-once, resumable replay. It reads the input
+// Run runs a bounded, exactly-once, resumable replay. It reads the input
 // with a consumer group of its own (so the live worker's offsets are never
 // touched), produces like the worker, and returns once every partition has
 // reached its bound, including a bound that falls on transaction markers,
 // which consumers never see as records. Killed and run again with the same
 // arguments, it continues from its last committed transaction.
-func Replay(ctx context.Context, rc ReplayConfig) (map[int32]Range, error) {
+func Run(ctx context.Context, rc Config) (map[int32]Range, error) {
 	if rc.ID == "" {
-		rc.ID = ReplayID(rc.Input, rc.Output, rc.From, rc.To)
+		rc.ID = ID(rc.Input, rc.Output, rc.From, rc.To)
 	}
 	group := "flakestream-replay-" + rc.ID
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(rc.Brokers...)}, rc.KafkaOpts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: kafka client: %v", ErrFatal, err)
+		return nil, fmt.Errorf("%w: kafka client: %w", pipeline.ErrFatal, err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
@@ -145,10 +150,10 @@ func Replay(ctx context.Context, rc ReplayConfig) (map[int32]Range, error) {
 	if finished {
 		return ranges, nil
 	}
-	opts := append([]Opt{}, rc.Worker...)
-	opts = append(opts, Brokers(rc.Brokers...), InputTopics(rc.Input), OutputTopic(rc.Output),
-		Group(group), TransactionalID(group), KafkaOpts(rc.KafkaOpts...),
-		Bounded(map[string]map[int32]int64{rc.Input: stop}, func(offs map[string]map[int32]kgo.EpochOffset) bool {
+	opts := append([]pipeline.Opt{}, rc.Worker...)
+	opts = append(opts, pipeline.Brokers(rc.Brokers...), pipeline.InputTopics(rc.Input), pipeline.OutputTopic(rc.Output),
+		pipeline.Group(group), pipeline.TransactionalID(group), pipeline.KafkaOpts(rc.KafkaOpts...),
+		pipeline.Bounded(map[string]map[int32]int64{rc.Input: stop}, func(offs map[string]map[int32]kgo.EpochOffset) bool {
 			flat := map[int32]int64{}
 			for p, eo := range offs[rc.Input] {
 				flat[p] = eo.Offset
@@ -159,7 +164,7 @@ func Replay(ctx context.Context, rc ReplayConfig) (map[int32]Range, error) {
 			}
 			return all
 		}))
-	w, err := NewWorker(opts...)
+	w, err := pipeline.NewWorker(opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -175,8 +180,8 @@ func Replay(ctx context.Context, rc ReplayConfig) (map[int32]Range, error) {
 // resolveRanges turns the bounds into offsets, once: the first run stores
 // them in Redis and every resumed run reads them back, so "end" stays the
 // high watermarks of the first start.
-func resolveRanges(ctx context.Context, adm *kadm.Client, rc ReplayConfig) (map[int32]Range, error) {
-	key := rc.RedisPrefix + ":replay:" + rc.ID
+func resolveRanges(ctx context.Context, adm *kadm.Client, rc Config) (map[int32]Range, error) {
+	key := idgen.ReplayKey(rc.RedisPrefix, rc.ID)
 	if rc.Redis != nil {
 		if b, err := rc.Redis.Get(ctx, key).Bytes(); err == nil {
 			var ranges map[int32]Range
@@ -192,14 +197,14 @@ func resolveRanges(ctx context.Context, adm *kadm.Client, rc ReplayConfig) (map[
 		err = starts.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: start offsets of %s: %v", ErrFatal, rc.Input, err)
+		return nil, fmt.Errorf("%w: start offsets of %s: %w", pipeline.ErrFatal, rc.Input, err)
 	}
 	ends, err := adm.ListEndOffsets(ctx, rc.Input)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: end offsets of %s: %v", ErrFatal, rc.Input, err)
+		return nil, fmt.Errorf("%w: end offsets of %s: %w", pipeline.ErrFatal, rc.Input, err)
 	}
 	at := func(b Bound, edge string) (map[int32]int64, error) {
 		out := map[int32]int64{}
@@ -209,7 +214,7 @@ func resolveRanges(ctx context.Context, adm *kadm.Client, rc ReplayConfig) (map[
 				err = timed.Error()
 			}
 			if err != nil {
-				return nil, fmt.Errorf("%w: offsets of %s after %s: %v", ErrFatal, rc.Input, b.text, err)
+				return nil, fmt.Errorf("%w: offsets of %s after %s: %w", pipeline.ErrFatal, rc.Input, b.text, err)
 			}
 		}
 		for p, s := range starts[rc.Input] {
@@ -279,7 +284,7 @@ func seedGroup(ctx context.Context, adm *kadm.Client, group, topic string, range
 		err = nil // a new replay
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: offsets of replay group %s: %v", ErrFatal, group, err)
+		return nil, fmt.Errorf("%w: offsets of replay group %s: %w", pipeline.ErrFatal, group, err)
 	}
 	have := map[int32]int64{}
 	fetched.Each(func(o kadm.OffsetResponse) {
@@ -305,7 +310,7 @@ func seedGroup(ctx context.Context, adm *kadm.Client, group, topic string, range
 		err = resp.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: seed replay group %s: %v", ErrFatal, group, err)
+		return nil, fmt.Errorf("%w: seed replay group %s: %w", pipeline.ErrFatal, group, err)
 	}
 	return have, nil
 }

@@ -1,4 +1,4 @@
-package pipeline
+package audit
 
 import (
 	"context"
@@ -15,10 +15,30 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// AuditOpt configures an Auditor.
-type AuditOpt func(*auditCfg)
+// Errors of configuration: New returns them before anything connects.
+// They are the eos loop's, so errors.Is holds for either name.
+var (
+	ErrNoBrokers  = eos.ErrNoBrokers
+	ErrNoInput    = eos.ErrNoInput
+	ErrNoGroup    = eos.ErrNoGroup
+	ErrNoInstance = eos.ErrNoInstance
+	ErrSameTopic  = eos.ErrSameTopic
+	ErrBadConfig  = eos.ErrBadConfig
+)
 
-type auditCfg struct {
+// Errors of a running auditor: Run returns ErrFatal (fenced, not
+// authorized, stdout closed) and ErrMissingTopic (no audit topic and
+// CreateTopic off); Ready reports ErrCommitAborted while it retries.
+var (
+	ErrMissingTopic  = eos.ErrMissingTopic
+	ErrFatal         = eos.ErrFatal
+	ErrCommitAborted = eos.ErrCommitAborted
+)
+
+// Opt configures an Auditor.
+type Opt func(*cfg)
+
+type cfg struct {
 	eos            eos.Config
 	auditTopic     string
 	layout         idgen.Layout
@@ -39,8 +59,8 @@ type auditCfg struct {
 
 // Audit defaults.
 const (
-	// DefaultAuditGroup is the audit consumer's group.
-	DefaultAuditGroup = "flakestream-audit"
+	// DefaultGroup is the audit consumer's group.
+	DefaultGroup = "flakestream-audit"
 	// DefaultDupWindow is how long a number is remembered, by number time.
 	DefaultDupWindow = 10 * time.Minute
 	// DefaultDupMaxEntries bounds the numbers the dup window holds.
@@ -52,12 +72,12 @@ const (
 	DefaultMaxLag = 5 * time.Minute
 )
 
-func defaultAuditCfg() auditCfg {
+func defaultCfg() cfg {
 	host, _ := os.Hostname()
-	return auditCfg{
+	return cfg{
 		eos: eos.Config{
 			Name:               "audit",
-			Group:              DefaultAuditGroup,
+			Group:              DefaultGroup,
 			InstanceID:         host,
 			MetricsNamespace:   "flakestream_audit",
 			MaxPollRecords:     eos.DefaultMaxPollRecords,
@@ -82,7 +102,7 @@ func defaultAuditCfg() auditCfg {
 	}
 }
 
-func (c *auditCfg) validate() error {
+func (c *cfg) validate() error {
 	e := &c.eos
 	e.Mode = eos.Transactional
 	if c.auditTopic == "" {
@@ -128,73 +148,73 @@ func (c *auditCfg) validate() error {
 	return nil
 }
 
-// AuditBrokers sets the seed brokers. Required.
-func AuditBrokers(addrs ...string) AuditOpt { return func(c *auditCfg) { c.eos.Brokers = addrs } }
+// Brokers sets the seed brokers. Required.
+func Brokers(addrs ...string) Opt { return func(c *cfg) { c.eos.Brokers = addrs } }
 
-// AuditInputTopics sets the numbered topics to audit. Required.
-func AuditInputTopics(topics ...string) AuditOpt { return func(c *auditCfg) { c.eos.Topics = topics } }
+// InputTopics sets the numbered topics to audit. Required.
+func InputTopics(topics ...string) Opt { return func(c *cfg) { c.eos.Topics = topics } }
 
-// AuditTopic sets the topic audit records go to, transactionally with the
+// Topic sets the topic audit records go to, transactionally with the
 // consumed offsets (exactly once). The default "" writes no topic: the
 // auditor then consumes with a plain group consumer and commits after
 // writing to the stdout writer, so that output is at least once.
-func AuditTopic(t string) AuditOpt { return func(c *auditCfg) { c.auditTopic = t } }
+func Topic(t string) Opt { return func(c *cfg) { c.auditTopic = t } }
 
-// AuditGroup sets the consumer group, overriding the default
+// Group sets the consumer group, overriding the default
 // "flakestream-audit". A new group starts at the earliest offset.
-func AuditGroup(g string) AuditOpt { return func(c *auditCfg) { c.eos.Group = g } }
+func Group(g string) Opt { return func(c *cfg) { c.eos.Group = g } }
 
-// AuditInstanceID names this instance, overriding the default host name;
+// InstanceID names this instance, overriding the default host name;
 // the transactional ID "flakestream-<group>-<instance id>" is derived from
 // it, so a restarted instance fences its predecessor's open transaction.
-func AuditInstanceID(id string) AuditOpt { return func(c *auditCfg) { c.eos.InstanceID = id } }
+func InstanceID(id string) Opt { return func(c *cfg) { c.eos.InstanceID = id } }
 
-// AuditTransactionalID sets the transactional ID outright, overriding the
+// TransactionalID sets the transactional ID outright, overriding the
 // one derived from the instance ID.
-func AuditTransactionalID(id string) AuditOpt {
-	return func(c *auditCfg) { c.eos.TransactionalID = id }
+func TransactionalID(id string) Opt {
+	return func(c *cfg) { c.eos.TransactionalID = id }
 }
 
-// AuditLayout sets the layout numbers are decoded with, overriding
+// Layout sets the layout numbers are decoded with, overriding
 // idgen.DefaultLayout(). An invalid layout is ErrBadConfig.
-func AuditLayout(l idgen.Layout) AuditOpt { return func(c *auditCfg) { c.layout = l } }
+func Layout(l idgen.Layout) Opt { return func(c *cfg) { c.layout = l } }
 
-// AuditNumberField sets the JSON field read when a record has no
+// NumberField sets the JSON field read when a record has no
 // flakestream-number header, overriding codec.DefaultField ("order_no").
-func AuditNumberField(name string) AuditOpt { return func(c *auditCfg) { c.field = name } }
+func NumberField(name string) Opt { return func(c *cfg) { c.field = name } }
 
-// AuditDupWindow sets how long, in number time, a number is remembered to
+// DupWindow sets how long, in number time, a number is remembered to
 // flag it "duplicate" when it comes again, overriding the default 10m.
-// 1s to 168h; memory is bounded by AuditDupMaxEntries whatever the window.
-func AuditDupWindow(d time.Duration) AuditOpt { return func(c *auditCfg) { c.dupWindow = d } }
+// 1s to 168h; memory is bounded by DupMaxEntries whatever the window.
+func DupWindow(d time.Duration) Opt { return func(c *cfg) { c.dupWindow = d } }
 
-// AuditDupMaxEntries bounds the numbers the dup window holds, overriding
+// DupMaxEntries bounds the numbers the dup window holds, overriding
 // the default 10,000,000 (at most about 10.7 bytes each). Past it the
 // oldest bucket of the window (about a second by default) is dropped, and
 // flakestream_audit_dup_evictions_total counts it: the window is then
 // effectively shorter than configured.
-func AuditDupMaxEntries(n int) AuditOpt { return func(c *auditCfg) { c.dupMaxEntries = n } }
+func DupMaxEntries(n int) Opt { return func(c *cfg) { c.dupMaxEntries = n } }
 
-// AuditMaxSkew sets how far a number's time may be ahead of the auditor's
+// MaxSkew sets how far a number's time may be ahead of the auditor's
 // clock before it is flagged "future", overriding the default 5s.
-func AuditMaxSkew(d time.Duration) AuditOpt { return func(c *auditCfg) { c.maxSkew = d } }
+func MaxSkew(d time.Duration) Opt { return func(c *cfg) { c.maxSkew = d } }
 
-// AuditMaxLag sets how far apart a record's timestamp and its number's time
+// MaxLag sets how far apart a record's timestamp and its number's time
 // may be before it is flagged "lag", overriding the default 5m; 0 turns
 // the check off.
-func AuditMaxLag(d time.Duration) AuditOpt { return func(c *auditCfg) { c.maxLag = d } }
+func MaxLag(d time.Duration) Opt { return func(c *cfg) { c.maxLag = d } }
 
-// AuditAllowedServers sets the server IDs that are expected; any other is
+// AllowedServers sets the server IDs that are expected; any other is
 // flagged "unknown_server". The default (none given) allows every ID. An
 // ID outside the layout's server field is ErrBadConfig.
-func AuditAllowedServers(ids ...int64) AuditOpt {
-	return func(c *auditCfg) { c.servers = idSetOf(ids) }
+func AllowedServers(ids ...int64) Opt {
+	return func(c *cfg) { c.servers = idSetOf(ids) }
 }
 
-// AuditAllowedWorkers is AuditAllowedServers for worker IDs
+// AllowedWorkers is AllowedServers for worker IDs
 // ("unknown_worker").
-func AuditAllowedWorkers(ids ...int64) AuditOpt {
-	return func(c *auditCfg) { c.workers = idSetOf(ids) }
+func AllowedWorkers(ids ...int64) Opt {
+	return func(c *cfg) { c.workers = idSetOf(ids) }
 }
 
 func idSetOf(ids []int64) map[int64]struct{} {
@@ -208,24 +228,24 @@ func idSetOf(ids []int64) map[int64]struct{} {
 	return m
 }
 
-// AuditStdout makes the auditor write every audit record as a JSON line to
+// Stdout makes the auditor write every audit record as a JSON line to
 // w (nil, the default, writes none). With an audit topic the lines are
 // written after the transaction commits; without one, before the offsets
 // are committed.
-func AuditStdout(w io.Writer) AuditOpt { return func(c *auditCfg) { c.stdout = w } }
+func Stdout(w io.Writer) Opt { return func(c *cfg) { c.stdout = w } }
 
-// AuditRecent sets how many of the latest audit records (and of the latest
+// Recent sets how many of the latest audit records (and of the latest
 // with anomalies) the live page shows, overriding the default 50.
-func AuditRecent(n int) AuditOpt { return func(c *auditCfg) { c.recent = n } }
+func Recent(n int) Opt { return func(c *cfg) { c.recent = n } }
 
-// AuditCatchUp turns the catch-up on assignment on or off (default on):
+// CatchUp turns the catch-up on assignment on or off (default on):
 // before auditing a partition it was just given, the auditor reads, without
 // auditing them, the records of the last dup window before the first one it
 // will audit, so that a restart or a rebalance neither forgets the numbers
 // that a duplicate would repeat nor the number a "backwards" compares with.
 // timeout bounds one catch-up, overriding the default 1m.
-func AuditCatchUp(on bool, timeout time.Duration) AuditOpt {
-	return func(c *auditCfg) {
+func CatchUp(on bool, timeout time.Duration) Opt {
+	return func(c *cfg) {
 		c.catchUp = on
 		if timeout > 0 {
 			c.catchUpTimeout = timeout
@@ -233,61 +253,61 @@ func AuditCatchUp(on bool, timeout time.Duration) AuditOpt {
 	}
 }
 
-// AuditCreateTopic makes the auditor create a missing audit topic with as
+// CreateTopic makes the auditor create a missing audit topic with as
 // many partitions as the first input topic, instead of refusing to start.
-func AuditCreateTopic() AuditOpt { return func(c *auditCfg) { c.createTopic = true } }
+func CreateTopic() Opt { return func(c *cfg) { c.createTopic = true } }
 
-// AuditMaxPollRecords bounds the records of one transaction, overriding
+// MaxPollRecords bounds the records of one transaction, overriding
 // the default 10,000.
-func AuditMaxPollRecords(n int) AuditOpt { return func(c *auditCfg) { c.eos.MaxPollRecords = n } }
+func MaxPollRecords(n int) Opt { return func(c *cfg) { c.eos.MaxPollRecords = n } }
 
-// AuditTransactionTimeout sets the transaction timeout, overriding the
+// TransactionTimeout sets the transaction timeout, overriding the
 // default 10s.
-func AuditTransactionTimeout(d time.Duration) AuditOpt {
-	return func(c *auditCfg) { c.eos.TransactionTimeout = d }
+func TransactionTimeout(d time.Duration) Opt {
+	return func(c *cfg) { c.eos.TransactionTimeout = d }
 }
 
-// AuditSessionTimeout sets the group session timeout, overriding the
+// SessionTimeout sets the group session timeout, overriding the
 // default 10s.
-func AuditSessionTimeout(d time.Duration) AuditOpt {
-	return func(c *auditCfg) { c.eos.SessionTimeout = d }
+func SessionTimeout(d time.Duration) Opt {
+	return func(c *cfg) { c.eos.SessionTimeout = d }
 }
 
-// AuditShutdownTimeout bounds the shutdown after ctx ends, overriding the
+// ShutdownTimeout bounds the shutdown after ctx ends, overriding the
 // default 15s.
-func AuditShutdownTimeout(d time.Duration) AuditOpt {
-	return func(c *auditCfg) { c.eos.ShutdownTimeout = d }
+func ShutdownTimeout(d time.Duration) Opt {
+	return func(c *cfg) { c.eos.ShutdownTimeout = d }
 }
 
-// AuditBackoff sets the retry backoff after a failed batch, overriding the
+// Backoff sets the retry backoff after a failed batch, overriding the
 // default 100ms doubling to 5s.
-func AuditBackoff(min, max time.Duration) AuditOpt {
-	return func(c *auditCfg) { c.eos.BackoffMin, c.eos.BackoffMax = min, max }
+func Backoff(min, max time.Duration) Opt {
+	return func(c *cfg) { c.eos.BackoffMin, c.eos.BackoffMax = min, max }
 }
 
-// AuditClock replaces the clock that "future" and the live page's rates
+// Clock replaces the clock that "future" and the live page's rates
 // are judged by, overriding time.Now (for tests).
-func AuditClock(now func() time.Time) AuditOpt { return func(c *auditCfg) { c.now = now } }
+func Clock(now func() time.Time) Opt { return func(c *cfg) { c.now = now } }
 
-// AuditLogger sets the logger, overriding the default that discards.
-func AuditLogger(l *slog.Logger) AuditOpt { return func(c *auditCfg) { c.eos.Logger = l } }
+// Logger sets the logger, overriding the default that discards.
+func Logger(l *slog.Logger) Opt { return func(c *cfg) { c.eos.Logger = l } }
 
-// AuditRegisterer sets where the auditor registers its metrics; nil (the
+// Registerer sets where the auditor registers its metrics; nil (the
 // default) registers them nowhere.
-func AuditRegisterer(r prometheus.Registerer) AuditOpt {
-	return func(c *auditCfg) { c.eos.Registerer = r }
+func Registerer(r prometheus.Registerer) Opt {
+	return func(c *cfg) { c.eos.Registerer = r }
 }
 
-// AuditKafkaOpts adds franz-go options (TLS, SASL, tuning), applied after
+// KafkaOpts adds franz-go options (TLS, SASL, tuning), applied after
 // the auditor's own.
-func AuditKafkaOpts(opts ...kgo.Opt) AuditOpt {
-	return func(c *auditCfg) { c.eos.KafkaOpts = append(c.eos.KafkaOpts, opts...) }
+func KafkaOpts(opts ...kgo.Opt) Opt {
+	return func(c *cfg) { c.eos.KafkaOpts = append(c.eos.KafkaOpts, opts...) }
 }
 
-// AuditBeforeProduce sets the orphaned-transaction guard (with an audit
+// BeforeProduce sets the orphaned-transaction guard (with an audit
 // topic only): called before the first produce of every session and after
 // every aborted transaction, with the audit topic's partitions. See
 // eos.Config.BeforeProduce.
-func AuditBeforeProduce(f func(ctx context.Context, cl *kgo.Client, partitions map[string][]int32) error) AuditOpt {
-	return func(c *auditCfg) { c.eos.BeforeProduce = f }
+func BeforeProduce(f func(ctx context.Context, cl *kgo.Client, partitions map[string][]int32) error) Opt {
+	return func(c *cfg) { c.eos.BeforeProduce = f }
 }
