@@ -156,26 +156,7 @@ func (b *shard) process(ctx context.Context, produce func(*kgo.Record)) error {
 }
 
 func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kgo.Record)) error {
-	// Pass 1: classify, count the numbers needed, and size the arenas.
-	need, bytes, headers := 0, 0, 0
-	for i := from; i < to; i++ {
-		r := b.in[i]
-		in := b.b.cfg.codec.Inspect(r.Value)
-		b.insp[i] = in
-		headers += len(r.Headers) + 3
-		bytes += len(r.Topic) + 2*20 + 2
-		switch in.Kind {
-		case codec.NeedsNumber:
-			need++
-			// An upper bound of the numbered value: the member added is
-			// ,"<field>":"<19 digits>", with room for escapes in the name.
-			bytes += len(r.Value) + 2*len(b.b.cfg.codec.FieldName()) + 48
-		case codec.HasNumber:
-			bytes += 20
-		default:
-			bytes += 256
-		}
-	}
+	need := b.inspect(from, to)
 	var err error
 	b.ids = b.ids[:0]
 	if need > 0 {
@@ -188,16 +169,6 @@ func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kg
 			return err
 		}
 	}
-	// Records already handed to the producer point into the arenas, so an
-	// arena that is too small is replaced, never grown in place; the old
-	// one lives as long as those records do.
-	if cap(b.arena)-len(b.arena) < bytes {
-		b.arena = make([]byte, 0, max(2*cap(b.arena), bytes))
-	}
-	if cap(b.hdrs)-len(b.hdrs) < headers {
-		b.hdrs = make([]kgo.RecordHeader, 0, max(2*cap(b.hdrs), headers))
-	}
-
 	// Pass 2: build each output record and hand it over.
 	next := 0
 	for i := from; i < to; i++ {
@@ -240,6 +211,41 @@ func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kg
 		produce(&b.recs[i])
 	}
 	return nil
+}
+
+// inspect classifies the records [from, to) (pass 1 of a sub-batch), makes
+// room in the arenas for every output record they can make, and returns
+// how many numbers they need.
+func (b *shard) inspect(from, to int) (need int) {
+	bytes, headers := 0, 0
+	for i := from; i < to; i++ {
+		r := b.in[i]
+		in := b.b.cfg.codec.Inspect(r.Value)
+		b.insp[i] = in
+		headers += len(r.Headers) + 3
+		bytes += len(r.Topic) + 2*20 + 2
+		switch in.Kind {
+		case codec.NeedsNumber:
+			need++
+			// An upper bound of the numbered value: the member added is
+			// ,"<field>":"<19 digits>", with room for escapes in the name.
+			bytes += len(r.Value) + 2*len(b.b.cfg.codec.FieldName()) + 48
+		case codec.HasNumber:
+			bytes += 20
+		default:
+			bytes += 256
+		}
+	}
+	// Records already handed to the producer point into the arenas, so an
+	// arena that is too small is replaced, never grown in place; the old
+	// one lives as long as those records do.
+	if cap(b.arena)-len(b.arena) < bytes {
+		b.arena = make([]byte, 0, max(2*cap(b.arena), bytes))
+	}
+	if cap(b.hdrs)-len(b.hdrs) < headers {
+		b.hdrs = make([]kgo.RecordHeader, 0, max(2*cap(b.hdrs), headers))
+	}
+	return need
 }
 
 // emit appends the output record for input i, with value and the number and

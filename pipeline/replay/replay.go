@@ -192,63 +192,15 @@ func resolveRanges(ctx context.Context, adm *kadm.Client, rc Config) (map[int32]
 			return nil, fmt.Errorf("read replay bounds from redis: %w", err)
 		}
 	}
-	starts, err := adm.ListStartOffsets(ctx, rc.Input)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: start offsets of %s: %w", pipeline.ErrFatal, rc.Input, err)
-	}
-	ends, err := adm.ListEndOffsets(ctx, rc.Input)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: end offsets of %s: %w", pipeline.ErrFatal, rc.Input, err)
-	}
-	at := func(b Bound, edge string) (map[int32]int64, error) {
-		out := map[int32]int64{}
-		var timed kadm.ListedOffsets
-		if !b.Time.IsZero() {
-			if timed, err = adm.ListOffsetsAfterMilli(ctx, b.Time.UnixMilli(), rc.Input); err == nil {
-				err = timed.Error()
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%w: offsets of %s after %s: %w", pipeline.ErrFatal, rc.Input, b.text, err)
-			}
-		}
-		for p, s := range starts[rc.Input] {
-			e := ends[rc.Input][p].Offset
-			switch {
-			case b.Edge == "start":
-				out[p] = s.Offset
-			case b.Edge == "end":
-				out[p] = e
-			case !b.Time.IsZero():
-				out[p] = timed[rc.Input][p].Offset
-			default:
-				o, ok := b.Offsets[p]
-				switch {
-				case !ok && edge == "start":
-					o = s.Offset
-				case !ok:
-					o = e
-				}
-				out[p] = min(max(o, s.Offset), e)
-			}
-		}
-		for p := range b.Offsets {
-			if _, ok := starts[rc.Input][p]; !ok {
-				return nil, fmt.Errorf("%w: %s has no partition %d", ErrBound, rc.Input, p)
-			}
-		}
-		return out, nil
-	}
-	from, err := at(rc.From, "start")
+	edges, err := listEdges(ctx, adm, rc.Input)
 	if err != nil {
 		return nil, err
 	}
-	to, err := at(rc.To, "end")
+	from, err := edges.at(ctx, adm, rc.From, "start")
+	if err != nil {
+		return nil, err
+	}
+	to, err := edges.at(ctx, adm, rc.To, "end")
 	if err != nil {
 		return nil, err
 	}
@@ -270,6 +222,73 @@ func resolveRanges(ctx context.Context, adm *kadm.Client, rc Config) (map[int32]
 		}
 	}
 	return ranges, nil
+}
+
+// edges are a topic's start and end offsets.
+type edges struct {
+	topic       string
+	starts, end kadm.ListedOffsets
+}
+
+func listEdges(ctx context.Context, adm *kadm.Client, topic string) (*edges, error) {
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: start offsets of %s: %w", pipeline.ErrFatal, topic, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: end offsets of %s: %w", pipeline.ErrFatal, topic, err)
+	}
+	return &edges{topic: topic, starts: starts, end: ends}, nil
+}
+
+// at resolves bound b to an offset per partition, within the topic's
+// edges; a partition that b's offsets leave out takes edge ("start" or
+// "end").
+func (e *edges) at(ctx context.Context, adm *kadm.Client, b Bound, edge string) (map[int32]int64, error) {
+	out := map[int32]int64{}
+	var timed kadm.ListedOffsets
+	if !b.Time.IsZero() {
+		var err error
+		if timed, err = adm.ListOffsetsAfterMilli(ctx, b.Time.UnixMilli(), e.topic); err == nil {
+			err = timed.Error()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: offsets of %s after %s: %w", pipeline.ErrFatal, e.topic, b.text, err)
+		}
+	}
+	for p, s := range e.starts[e.topic] {
+		end := e.end[e.topic][p].Offset
+		switch {
+		case b.Edge == "start":
+			out[p] = s.Offset
+		case b.Edge == "end":
+			out[p] = end
+		case !b.Time.IsZero():
+			out[p] = timed[e.topic][p].Offset
+		default:
+			o, ok := b.Offsets[p]
+			switch {
+			case !ok && edge == "start":
+				o = s.Offset
+			case !ok:
+				o = end
+			}
+			out[p] = min(max(o, s.Offset), end)
+		}
+	}
+	for p := range b.Offsets {
+		if _, ok := e.starts[e.topic][p]; !ok {
+			return nil, fmt.Errorf("%w: %s has no partition %d", ErrBound, e.topic, p)
+		}
+	}
+	return out, nil
 }
 
 // seedGroup commits the range starts for a replay group that has no
