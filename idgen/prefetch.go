@@ -83,8 +83,10 @@ func (p *Prefetcher) run(ctx context.Context) {
 			return
 		}
 		if err != nil {
-			if sleepCtx(ctx, backoff) != nil {
+			select {
+			case <-ctx.Done():
 				return
+			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, 2*time.Second)
 			continue
@@ -135,15 +137,4 @@ func (p *Prefetcher) Forget() { p.gen.Add(1) }
 func (p *Prefetcher) Close() {
 	p.cancel()
 	<-p.done
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

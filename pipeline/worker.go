@@ -49,21 +49,13 @@ type Worker struct {
 // connect; Run does.
 func NewWorker(opts ...Opt) (*Worker, error) {
 	c := defaultCfg()
-	for _, o := range opts {
-		o(&c)
-	}
-	if err := c.validate(); err != nil {
+	if err := eos.Configure(&c, opts, c.validate); err != nil {
 		return nil, err
 	}
 	w := &Worker{cfg: c, m: newWorkerMetrics(c.eos.Registerer), log: c.eos.Logger}
-	e := c.eos
-	e.Lag, e.Transactions = w.m.lag, w.m.txns
-	loop, err := eos.New(e, w)
-	if err != nil {
-		return nil, err
-	}
-	w.loop = loop
-	return w, nil
+	var err error
+	w.loop, err = eos.New(c.eos, w, eos.Metrics{Lag: w.m.lag, Transactions: w.m.txns})
+	return w, err
 }
 
 // Stats returns the worker's counts of committed work.

@@ -58,7 +58,7 @@ func newBaseline(numberer idgen.Numberer, opts ...pipeline.Opt) (*baseline, erro
 		return nil, err
 	}
 	b := &baseline{output: output, numberer: numberer, codec: cd}
-	if b.loop, err = eos.New(cfg, b); err != nil {
+	if b.loop, err = eos.New(cfg, b, eos.Metrics{}); err != nil {
 		return nil, err
 	}
 	return b, nil

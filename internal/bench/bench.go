@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/pipeline"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -274,7 +275,7 @@ func (b *runner) throughput(ctx context.Context, name string, g *idgen.Generator
 			if time.Now().After(deadline) {
 				return 0, time.Time{}, fmt.Errorf("%s: nothing committed for %s", name, time.Since(deadline.Add(-time.Minute)).Round(time.Second))
 			}
-			if err := sleepCtx(ctx, time.Millisecond); err != nil {
+			if err := eos.Sleep(ctx, time.Millisecond); err != nil {
 				return 0, time.Time{}, err
 			}
 		}
@@ -282,14 +283,14 @@ func (b *runner) throughput(ctx context.Context, name string, g *idgen.Generator
 	if _, _, err := next(0, time.Now().Add(time.Minute)); err != nil {
 		return 0, err
 	}
-	if err := sleepCtx(ctx, window/5); err != nil { // warm-up
+	if err := eos.Sleep(ctx, window/5); err != nil { // warm-up
 		return 0, err
 	}
 	n0, t0, err := next(done(), time.Now().Add(time.Minute))
 	if err != nil {
 		return 0, err
 	}
-	if err := sleepCtx(ctx, window); err != nil {
+	if err := eos.Sleep(ctx, window); err != nil {
 		return 0, err
 	}
 	n1, t1, err := next(done(), time.Now().Add(time.Minute))
@@ -366,7 +367,7 @@ func waitReady(ctx context.Context, w interface{ Ready() error }) bool {
 		if w.Ready() == nil {
 			return true
 		}
-		if sleepCtx(ctx, 100*time.Millisecond) != nil {
+		if eos.Sleep(ctx, 100*time.Millisecond) != nil {
 			return false
 		}
 	}
@@ -400,17 +401,6 @@ func median(v []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // PeakRSS returns the process's peak resident set size in bytes.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -80,11 +81,6 @@ type Config struct {
 	// MetricsNamespace; nil registers none.
 	Registerer       prometheus.Registerer
 	MetricsNamespace string
-	// Lag, if set, is set to each consumed partition's lag (labels topic,
-	// partition). Transactions, if set, counts ended transactions (or
-	// AtLeastOnce batches) by result (label result: committed, aborted).
-	Lag          *prometheus.GaugeVec
-	Transactions *prometheus.CounterVec
 	// ClientOpts are the step's own franz-go options (producer tuning);
 	// KafkaOpts the user's (TLS, SASL, tuning), applied last so that they
 	// override everything.
@@ -103,6 +99,27 @@ type Config struct {
 	BeforeProduce func(ctx context.Context, cl *kgo.Client, partitions map[string][]int32) error
 	// Name is how the logs call the loop's owner ("worker", "audit").
 	Name string
+}
+
+// Metrics are where a loop reports, each optional: Lag is set to each
+// consumed partition's lag (labels topic, partition); Transactions counts
+// ended transactions (AtLeastOnce: batches) by result (label result:
+// committed, aborted).
+type Metrics struct {
+	Lag          *prometheus.GaugeVec
+	Transactions *prometheus.CounterVec
+}
+
+// DefaultConfig is a Config with every default set, for the product name
+// (its log lines say it) and the host name as the instance ID.
+func DefaultConfig(name string) Config {
+	host, _ := os.Hostname()
+	return Config{
+		Name: name, InstanceID: host, MaxPollRecords: DefaultMaxPollRecords,
+		TransactionTimeout: DefaultTransactionTimeout, SessionTimeout: DefaultSessionTimeout,
+		ShutdownTimeout: DefaultShutdownTimeout, BackoffMin: DefaultBackoffMin, BackoffMax: DefaultBackoffMax,
+		LagEvery: DefaultLagEvery, Logger: slog.New(slog.DiscardHandler),
+	}
 }
 
 // Bound makes a run bounded: a replay of an offset range that ends once
@@ -180,4 +197,13 @@ func (c *Config) CheckNotInput(topics ...string) error {
 		}
 	}
 	return nil
+}
+
+// Configure applies a product's functional options to its settings c, in
+// order, then validates them: the one way the products read their options.
+func Configure[C any, O ~func(*C)](c *C, opts []O, validate func() error) error {
+	for _, o := range opts {
+		o(c)
+	}
+	return validate()
 }

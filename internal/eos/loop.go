@@ -58,18 +58,20 @@ type Revoker interface {
 type Loop struct {
 	cfg  Config
 	step Step
+	m    Metrics
 
 	joined             atomic.Bool
 	lastErr            atomic.Pointer[error]
 	committed, aborted atomic.Int64
 }
 
-// New validates cfg and returns a loop. It does not connect; Run does.
-func New(cfg Config, step Step) (*Loop, error) {
+// New validates cfg and returns a loop that runs step and reports to m. It
+// does not connect; Run does.
+func New(cfg Config, step Step, m Metrics) (*Loop, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Loop{cfg: cfg, step: step}, nil
+	return &Loop{cfg: cfg, step: step, m: m}, nil
 }
 
 // Config returns the validated configuration, defaults filled in.
@@ -131,10 +133,10 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 		}
 		return err
 	}
-	if l.cfg.Lag != nil {
+	if l.m.Lag != nil {
 		lagCtx, stopLag := context.WithCancel(ctx)
 		defer stopLag()
-		go trackLag(lagCtx, s.Admin, l.cfg.Group, l.cfg.Lag, l.cfg.LagEvery, l.cfg.Logger)
+		go trackLag(lagCtx, s.Admin, l.cfg.Group, l.m.Lag, l.cfg.LagEvery, l.cfg.Logger)
 	}
 	guard := true // the orphaned-transaction guard runs before the first produce
 	for {

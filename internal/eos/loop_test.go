@@ -101,7 +101,7 @@ func TestCaughtUpTransactionalPartitionHasNoLag(t *testing.T) {
 				step = &copyStep{out: ""}
 			}
 			l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i",
-				Mode: mode, LagEvery: 50 * time.Millisecond, Lag: lag}, atLeastOnceSafe{step})
+				Mode: mode, LagEvery: 50 * time.Millisecond}, atLeastOnceSafe{step}, Metrics{Lag: lag})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -158,7 +158,7 @@ func TestBeforeProduceAndBound(t *testing.T) {
 		Bound: &Bound{Stop: stop, Done: func(c map[string]map[int32]kgo.EpochOffset) bool {
 			return c["in"][0].Offset >= 2 && c["in"][1].Offset >= 4
 		}},
-	}, step)
+	}, step, Metrics{})
 	if err != nil {
 		t.Fatal(err)
 	}

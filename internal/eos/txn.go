@@ -115,15 +115,15 @@ func (l *Loop) handleThenCommit(ctx context.Context, cl *kgo.Client, fetches kgo
 
 func (l *Loop) countCommit() {
 	l.committed.Add(1)
-	if l.cfg.Transactions != nil {
-		l.cfg.Transactions.WithLabelValues("committed").Inc()
+	if l.m.Transactions != nil {
+		l.m.Transactions.WithLabelValues("committed").Inc()
 	}
 }
 
 func (l *Loop) countAbort() {
 	l.aborted.Add(1)
-	if l.cfg.Transactions != nil {
-		l.cfg.Transactions.WithLabelValues("aborted").Inc()
+	if l.m.Transactions != nil {
+		l.m.Transactions.WithLabelValues("aborted").Inc()
 	}
 	l.step.Aborted()
 }

@@ -70,10 +70,7 @@ type Stats struct {
 // connect; Run does.
 func New(opts ...Opt) (*Auditor, error) {
 	c := defaultCfg()
-	for _, o := range opts {
-		o(&c)
-	}
-	if err := c.validate(); err != nil {
+	if err := eos.Configure(&c, opts, c.validate); err != nil {
 		return nil, err
 	}
 	a := &Auditor{cfg: c, log: c.eos.Logger, fresh: map[partKey]bool{}}
@@ -91,14 +88,9 @@ func New(opts ...Opt) (*Auditor, error) {
 	if c.stdout != nil {
 		a.out = bufio.NewWriterSize(c.stdout, 64<<10)
 	}
-	e := c.eos
-	e.Lag, e.Transactions = a.m.lag, a.m.txns
-	loop, err := eos.New(e, a)
-	if err != nil {
-		return nil, err
-	}
-	a.loop = loop
-	return a, nil
+	var err error
+	a.loop, err = eos.New(c.eos, a, eos.Metrics{Lag: a.m.lag, Transactions: a.m.txns})
+	return a, err
 }
 
 // Stats returns the auditor's counts of committed work.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
@@ -15,24 +14,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Errors of configuration: New returns them before anything connects.
-// They are the eos loop's, so errors.Is holds for either name.
+// Errors of configuration, which New returns, and of a running auditor:
+// Run ends with ErrFatal (fenced, not authorized, stdout closed) or
+// ErrMissingTopic (no audit topic and CreateTopic off); Ready reports
+// ErrCommitAborted while the batch is retried. They are the eos loop's
+// values, the same as package pipeline's, so errors.Is holds whichever
+// package names them.
 var (
-	ErrNoBrokers  = eos.ErrNoBrokers
-	ErrNoInput    = eos.ErrNoInput
-	ErrNoGroup    = eos.ErrNoGroup
-	ErrNoInstance = eos.ErrNoInstance
-	ErrSameTopic  = eos.ErrSameTopic
-	ErrBadConfig  = eos.ErrBadConfig
-)
-
-// Errors of a running auditor: Run returns ErrFatal (fenced, not
-// authorized, stdout closed) and ErrMissingTopic (no audit topic and
-// CreateTopic off); Ready reports ErrCommitAborted while it retries.
-var (
-	ErrMissingTopic  = eos.ErrMissingTopic
-	ErrFatal         = eos.ErrFatal
-	ErrCommitAborted = eos.ErrCommitAborted
+	ErrBadConfig, ErrNoBrokers, ErrNoInput      = eos.ErrBadConfig, eos.ErrNoBrokers, eos.ErrNoInput
+	ErrNoGroup, ErrNoInstance, ErrSameTopic     = eos.ErrNoGroup, eos.ErrNoInstance, eos.ErrSameTopic
+	ErrFatal, ErrMissingTopic, ErrCommitAborted = eos.ErrFatal, eos.ErrMissingTopic, eos.ErrCommitAborted
 )
 
 // Opt configures an Auditor.
@@ -73,22 +64,10 @@ const (
 )
 
 func defaultCfg() cfg {
-	host, _ := os.Hostname()
+	e := eos.DefaultConfig("audit")
+	e.Group, e.MetricsNamespace = DefaultGroup, "flakestream_audit"
 	return cfg{
-		eos: eos.Config{
-			Name:               "audit",
-			Group:              DefaultGroup,
-			InstanceID:         host,
-			MetricsNamespace:   "flakestream_audit",
-			MaxPollRecords:     eos.DefaultMaxPollRecords,
-			TransactionTimeout: eos.DefaultTransactionTimeout,
-			SessionTimeout:     eos.DefaultSessionTimeout,
-			ShutdownTimeout:    eos.DefaultShutdownTimeout,
-			BackoffMin:         eos.DefaultBackoffMin,
-			BackoffMax:         eos.DefaultBackoffMax,
-			LagEvery:           eos.DefaultLagEvery,
-			Logger:             slog.New(slog.DiscardHandler),
-		},
+		eos:            e,
 		layout:         idgen.DefaultLayout(),
 		field:          codec.DefaultField,
 		dupWindow:      DefaultDupWindow,
