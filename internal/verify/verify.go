@@ -109,13 +109,10 @@ type placed struct {
 // output accounts for one record of the output topic.
 func (k *checker) output(o *kgo.Record) {
 	rep := &k.rep
-	srcKey, _ := Header(o, codec.HeaderSource)
-	in, ok := k.byKey[srcKey]
-	if !ok {
-		rep.problem(&rep.Unattributed, "output %s/%d/%d has source %q, not an input record", o.Topic, o.Partition, o.Offset, srcKey)
+	in, srcKey := k.source("output", o)
+	if in == nil {
 		return
 	}
-	k.seen[srcKey]++
 	numStr, _ := Header(o, codec.HeaderNumber)
 	id, err := strconv.ParseInt(numStr, 10, 64)
 	if err != nil {
@@ -149,16 +146,26 @@ func (k *checker) output(o *kgo.Record) {
 	k.order = append(k.order, placed{src: in, out: o, id: id, renewed: insp.Kind == codec.NeedsNumber})
 }
 
+// source finds the input record that r (an output or a dead letter,
+// what) came from and counts it as seen; nil if r names no input.
+func (k *checker) source(what string, r *kgo.Record) (*kgo.Record, string) {
+	srcKey, _ := Header(r, codec.HeaderSource)
+	in, ok := k.byKey[srcKey]
+	if !ok {
+		k.rep.problem(&k.rep.Unattributed, "%s %s/%d/%d has source %q, not an input record", what, r.Topic, r.Partition, r.Offset, srcKey)
+		return nil, srcKey
+	}
+	k.seen[srcKey]++
+	return in, srcKey
+}
+
 // deadLetter accounts for one record of the DLQ.
 func (k *checker) deadLetter(d *kgo.Record) {
 	rep := &k.rep
-	srcKey, _ := Header(d, codec.HeaderSource)
-	in, ok := k.byKey[srcKey]
-	if !ok {
-		rep.problem(&rep.Unattributed, "dead letter %s/%d/%d has source %q, not an input record", d.Topic, d.Partition, d.Offset, srcKey)
+	in, srcKey := k.source("dead letter", d)
+	if in == nil {
 		return
 	}
-	k.seen[srcKey]++
 	rep.DLQ++
 	if !bytes.Equal(d.Value, in.Value) {
 		rep.problem(&rep.Mismatched, "dead letter for %s: bytes changed", srcKey)

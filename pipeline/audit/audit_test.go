@@ -202,10 +202,14 @@ func TestAuditEndToEnd(t *testing.T) {
 		func(c *cfg) { c.eos.LagEvery = 100 * time.Millisecond })
 	total := int64(rep.Numbered + len(tp.recs))
 	waitAudited(t, total, run)
-	// Caught up, each partition lags by at most its last transaction
-	// marker: the worker's 3 partitions are transactional.
-	if !verify.WaitFor(10*time.Second, func() bool { return lagSeries(run.a) == 7 && gaugeSum(run.a.m.lag) <= 3 }) {
-		t.Errorf("consumer lag: %d series summing to %v, want 7 partitions at 0 or 1", lagSeries(run.a), gaugeSum(run.a.m.lag))
+	// Caught up, every partition lags by 0, the worker's 3 transactional
+	// ones too (their last commit marker is consumed), in the metric and
+	// on the live page.
+	if !verify.WaitFor(10*time.Second, func() bool { return lagSeries(run.a) == 7 && gaugeSum(run.a.m.lag) == 0 }) {
+		t.Errorf("consumer lag: %d series summing to %v, want 7 partitions at 0", lagSeries(run.a), gaugeSum(run.a.m.lag))
+	}
+	if lag := run.a.live.summary(time.Now(), nil).ConsumerLag; lag != 0 {
+		t.Errorf("live page consumer lag %d, want 0", lag)
 	}
 
 	got := readAudit(t, e.Kafka, auditTopic, 2)
