@@ -2,6 +2,8 @@ package eos
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -187,4 +190,69 @@ func gauges(g *prometheus.GaugeVec) []float64 {
 		}
 	}
 	return out
+}
+
+// failOnce fails its first batch with a passing error.
+type failOnce struct {
+	*copyStep
+	failed  atomic.Bool
+	aborted atomic.Int32
+}
+
+func (f *failOnce) Process(ctx context.Context, tx *Tx, fetches kgo.Fetches) error {
+	if !f.failed.Swap(true) {
+		tx.Produce(ctx, &kgo.Record{Topic: f.out, Value: []byte("from the aborted batch")})
+		return errors.New("a passing failure")
+	}
+	return f.copyStep.Process(ctx, tx, fetches)
+}
+
+func (f *failOnce) Aborted() { f.aborted.Add(1) }
+
+// A batch that fails is aborted and counted, the guard runs again before
+// the next produce, and the retried batch commits every record once.
+func TestAbortedBatchRunsTheGuardAgain(t *testing.T) {
+	brokers := cluster(t, 1, "in", "out")
+	produceTxn(t, brokers, "in", 1, 3)
+	var calls atomic.Int32
+	step := &failOnce{copyStep: &copyStep{out: "out"}}
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i",
+		BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
+		BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error { calls.Add(1); return nil },
+	}, step, Metrics{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	waitFor(t, "the retried batch", func() bool { return step.committed.Load() == 3 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	committed, aborted := l.Counts()
+	if aborted != 1 || step.aborted.Load() != 1 || committed < 1 || calls.Load() != 2 {
+		t.Fatalf("committed %d, aborted %d (step told %d), guard called %d times; want 1 abort and the guard twice",
+			committed, aborted, step.aborted.Load(), calls.Load())
+	}
+}
+
+func TestFetchErrorUnwraps(t *testing.T) {
+	err := fmt.Errorf("%w: %w", ErrFatal, &FetchError{Topic: "t", Partition: 2, Err: kerr.TopicAuthorizationFailed})
+	var fe *FetchError
+	if !errors.Is(err, ErrFatal) || !errors.Is(err, kerr.TopicAuthorizationFailed) || !errors.As(err, &fe) || fe.Partition != 2 {
+		t.Fatalf("%v: want ErrFatal, the Kafka error and the FetchError all reachable", err)
+	}
+}
+
+// A fenced producer is fatal, and the caller can still see why.
+func TestTxnErrorKeepsTheCause(t *testing.T) {
+	err := txnError("end transaction", "tid", kerr.ProducerFenced)
+	if !errors.Is(err, ErrFatal) || !errors.Is(err, kerr.ProducerFenced) {
+		t.Fatalf("%v: want ErrFatal wrapping kerr.ProducerFenced", err)
+	}
+	if err := txnError("begin transaction", "tid", kerr.CoordinatorNotAvailable); !errors.Is(err, errRestartSession) || !errors.Is(err, kerr.CoordinatorNotAvailable) {
+		t.Fatalf("%v: want a session restart wrapping the cause", err)
+	}
 }
