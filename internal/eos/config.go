@@ -93,9 +93,10 @@ type Config struct {
 	// transaction, with the partitions the step produces to (what its
 	// Start returned), so that a transaction left open on them by an
 	// older epoch of this producer is aborted before anything new is
-	// produced. An error wrapping ErrFatal ends Run; any other error fails
-	// the batch, which is retried with backoff (and the hook called
-	// again). nil calls nothing.
+	// produced. An error wrapping ErrFatal ends Run; any other error
+	// replaces the session after a backoff (the polled batch is read again
+	// from the committed offsets, and the hook called again). nil calls
+	// nothing.
 	BeforeProduce func(ctx context.Context, cl *kgo.Client, partitions map[string][]int32) error
 	// Name is how the logs call the loop's owner ("worker", "audit").
 	Name string

@@ -147,7 +147,8 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 			return nil
 		}
 		err := l.fetchErrors(fetches)
-		if err == nil && fetches.NumRecords() > 0 {
+		polled := fetches.NumRecords() // markers included: trim drops them
+		if err == nil && polled > 0 {
 			if txn != nil {
 				err = l.transactGuarded(ctx, txn, fetches, produceTo, &guard)
 			} else {
@@ -160,7 +161,7 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 		if errors.Is(err, errRestartSession) {
 			return err
 		}
-		if err == nil && fetches.NumRecords() > 0 && l.boundReached(s.Client) {
+		if err == nil && polled > 0 && l.boundReached(s.Client) {
 			l.cfg.Logger.Info("bounded run complete")
 			return nil
 		}

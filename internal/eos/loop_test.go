@@ -256,3 +256,58 @@ func TestTxnErrorKeepsTheCause(t *testing.T) {
 		t.Fatalf("%v: want a session restart wrapping the cause", err)
 	}
 }
+
+// A bound whose end is a commit marker that arrives in a poll of its own
+// (the poll before it was full of records) still ends the run.
+func TestBoundEndsOnAMarkerPolledAlone(t *testing.T) {
+	brokers := cluster(t, 1, "in", "out")
+	produceTxn(t, brokers, "in", 1, 4) // offsets 0..3, the marker at 4
+	step := &copyStep{out: "out"}
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", MaxPollRecords: 4,
+		Bound: &Bound{Stop: map[string]map[int32]int64{"in": {0: 5}},
+			Done: func(c map[string]map[int32]kgo.EpochOffset) bool { return c["in"][0].Offset >= 5 }},
+	}, step, Metrics{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := l.Run(ctx); err != nil || ctx.Err() != nil {
+		t.Fatalf("Run = %v, ctx %v: want the bound on the marker to end it", err, ctx.Err())
+	}
+	if n := step.committed.Load(); n != 4 {
+		t.Fatalf("copied %d records, want 4", n)
+	}
+}
+
+// A guard that fails with a passing error replaces the session; the batch
+// it held back is read again, and nothing is lost.
+func TestGuardFailureRestartsTheSessionWithoutLoss(t *testing.T) {
+	brokers := cluster(t, 1, "in", "out")
+	produceTxn(t, brokers, "in", 1, 5)
+	var calls atomic.Int32
+	step := &copyStep{out: "out"}
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i",
+		BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
+		BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error {
+			if calls.Add(1) == 1 {
+				return errors.New("cannot describe producers yet")
+			}
+			return nil
+		},
+	}, step, Metrics{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	waitFor(t, "every record, after the guard's failure", func() bool { return step.committed.Load() == 5 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 2 {
+		t.Fatalf("guard called %d times, want 2 (the failed call, then the new session's)", calls.Load())
+	}
+}

@@ -2,6 +2,7 @@ package eos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -32,7 +33,12 @@ func (t *Tx) ProduceSync(ctx context.Context, r *kgo.Record) error {
 func (l *Loop) transactGuarded(ctx context.Context, sess *kgo.GroupTransactSession, fetches kgo.Fetches, produceTo map[string][]int32, guard *bool) error {
 	if *guard && l.cfg.BeforeProduce != nil {
 		if err := l.cfg.BeforeProduce(ctx, sess.Client(), produceTo); err != nil {
-			return err
+			if errors.Is(err, ErrFatal) {
+				return err
+			}
+			// The batch is polled but in no transaction: only a new
+			// session, from the committed offsets, reads it again.
+			return fmt.Errorf("%w: orphaned-transaction guard: %w", errRestartSession, err)
 		}
 	}
 	*guard = false

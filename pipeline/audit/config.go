@@ -14,17 +14,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Errors of configuration, which New returns, and of a running auditor:
-// Run ends with ErrFatal (fenced, not authorized, stdout closed) or
-// ErrMissingTopic (no audit topic and CreateTopic off); Ready reports
-// ErrCommitAborted while the batch is retried. They are the eos loop's
-// values, the same as package pipeline's, so errors.Is holds whichever
-// package names them.
+// Errors of configuration: New returns them before anything connects.
+// They are the eos loop's values, the same as package pipeline's, so
+// errors.Is holds whichever package names them.
 var (
-	ErrBadConfig, ErrNoBrokers, ErrNoInput      = eos.ErrBadConfig, eos.ErrNoBrokers, eos.ErrNoInput
-	ErrNoGroup, ErrNoInstance, ErrSameTopic     = eos.ErrNoGroup, eos.ErrNoInstance, eos.ErrSameTopic
-	ErrFatal, ErrMissingTopic, ErrCommitAborted = eos.ErrFatal, eos.ErrMissingTopic, eos.ErrCommitAborted
+	ErrBadConfig, ErrNoBrokers, ErrNoInput  = eos.ErrBadConfig, eos.ErrNoBrokers, eos.ErrNoInput
+	ErrNoGroup, ErrNoInstance, ErrSameTopic = eos.ErrNoGroup, eos.ErrNoInstance, eos.ErrSameTopic
 )
+
+// Errors of a running auditor: Run ends with ErrFatal (fenced, not
+// authorized, stdout closed) or ErrMissingTopic (no audit topic and
+// CreateTopic off); Ready reports ErrCommitAborted (a produce failed) while
+// the batch is retried.
+var ErrFatal, ErrMissingTopic, ErrCommitAborted = eos.ErrFatal, eos.ErrMissingTopic, eos.ErrCommitAborted
 
 // Opt configures an Auditor.
 type Opt func(*cfg)
