@@ -158,6 +158,9 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 		if txn == nil {
 			s.Client.AllowRebalance()
 		}
+		if err == nil && polled == 0 {
+			continue // an empty poll neither clears a failure nor resets the backoff
+		}
 		if errors.Is(err, errRestartSession) {
 			return err
 		}
