@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/flakestream/flakestream/pipeline"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -295,9 +296,17 @@ func (e *edges) at(ctx context.Context, adm *kadm.Client, b Bound, edge string) 
 // offsets yet, so the replay starts at --from; a group that has offsets (a
 // resumed replay) keeps them. It returns the group's offsets.
 func seedGroup(ctx context.Context, adm *kadm.Client, group, topic string, ranges map[int32]Range) (map[int32]int64, error) {
-	fetched, err := adm.FetchOffsets(ctx, group)
-	if err == nil {
-		err = fetched.Error()
+	var fetched kadm.OffsetResponses
+	var err error
+	// A broker that has just started may not have its group coordinator
+	// yet; that passes within seconds.
+	for attempt := 0; ; attempt++ {
+		if fetched, err = adm.FetchOffsets(ctx, group); err == nil {
+			err = fetched.Error()
+		}
+		if err == nil || !kerr.IsRetriable(err) || attempt == 20 || eos.Sleep(ctx, 250*time.Millisecond) != nil {
+			break
+		}
 	}
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		err = nil // a new replay
