@@ -108,18 +108,10 @@ func TestCaughtUpTransactionalPartitionHasNoLag(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan error, 1)
-			go func() { done <- l.Run(ctx) }()
-			waitFor(t, "15 records", func() bool { return step.committed.Load() == 3*5 })
-			waitFor(t, "lag 0 on every partition", func() bool {
+			runUntil(t, l, "15 records and lag 0 on every partition", func() bool {
 				vals := gauges(lag)
-				return len(vals) == parts && vals[0] == 0 && vals[1] == 0 && vals[2] == 0
+				return step.committed.Load() == 3*5 && len(vals) == parts && vals[0] == 0 && vals[1] == 0 && vals[2] == 0
 			})
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
 		})
 	}
 }
@@ -223,14 +215,7 @@ func TestAbortedBatchRunsTheGuardAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	waitFor(t, "the retried batch", func() bool { return step.committed.Load() == 3 })
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	runUntil(t, l, "the retried batch", func() bool { return step.committed.Load() == 3 })
 	committed, aborted := l.Counts()
 	if aborted != 1 || step.aborted.Load() != 1 || committed < 1 || calls.Load() != 2 {
 		t.Fatalf("committed %d, aborted %d (step told %d), guard called %d times; want 1 abort and the guard twice",
@@ -299,15 +284,22 @@ func TestGuardFailureRestartsTheSessionWithoutLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runUntil(t, l, "every record, after the guard's failure", func() bool { return step.committed.Load() == 5 })
+	if calls.Load() != 2 {
+		t.Fatalf("guard called %d times, want 2 (the failed call, then the new session's)", calls.Load())
+	}
+}
+
+// runUntil runs l until cond holds (failing the test after 20s), then
+// stops it and fails the test if Run returned an error.
+func runUntil(t *testing.T, l *Loop, what string, cond func() bool) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()
-	waitFor(t, "every record, after the guard's failure", func() bool { return step.committed.Load() == 5 })
+	waitFor(t, what, cond)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
-	}
-	if calls.Load() != 2 {
-		t.Fatalf("guard called %d times, want 2 (the failed call, then the new session's)", calls.Load())
 	}
 }
