@@ -34,7 +34,7 @@ test-kafka:
 	KAFKA_BROKERS=$$addr FLAKESTREAM_KAFKA_LOCAL=1 FLAKESTREAM_ARTIFACTS=$(abspath $(ARTIFACTS)) \
 		$(GO) test $(E2EFLAGS) $(E2E_PKGS); \
 	echo "test-kafka: replay and idempotency on Apache Kafka"; \
-	KAFKA_BROKERS=$$addr $(GO) test -count=1 -timeout 10m -run '$(REPLAY_TESTS)' ./pipeline/ .
+	KAFKA_BROKERS=$$addr $(GO) test -count=1 -timeout 10m -run '$(REPLAY_TESTS)' ./pipeline/ ./pipeline/replay/ .
 
 lint: fmt vet staticcheck
 
@@ -58,7 +58,7 @@ demo:
 # A short run of every fuzz target.
 FUZZTIME ?= 20s
 fuzz:
-	@for pkg in ./idgen ./codec ./pipeline; do \
+	@for pkg in ./idgen ./codec ./pipeline/audit; do \
 	  for f in $$($(GO) test -list 'Fuzz.*' $$pkg | grep ^Fuzz); do \
 	    echo "== $$pkg $$f"; $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
 	  done; \

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/pipeline/audit"
 	"github.com/urfave/cli/v2"
 )
 
@@ -18,14 +19,14 @@ func auditFlags() []cli.Flag {
 		stringSliceFlag("input-topic", nil, "numbered topic to audit (repeat for several; required)"),
 		stringFlag("audit-topic", "", "topic the audit records go to, exactly once (default \"<first input topic>.audit\"; \"\" turns it off)"),
 		boolFlag("stdout", "also write every audit record to standard output as a JSON line"),
-		stringFlag("group", pipeline.DefaultAuditGroup, "consumer group (a new group starts at the earliest offset)"),
+		stringFlag("group", audit.DefaultGroup, "consumer group (a new group starts at the earliest offset)"),
 		stringFlag("instance-id", host, "this instance's stable name (default: the host name); the transactional ID is flakestream-<group>-<instance-id>"),
 		stringFlag("transactional-id", "", "transactional ID, overriding the one derived from --instance-id"),
 		stringFlag("number-field", codec.DefaultField, "JSON field read when a record has no flakestream-number header"),
-		durationFlag("dup-window", pipeline.DefaultDupWindow, "a number seen again within this much number time is flagged duplicate"),
-		intFlag("dup-max-entries", pipeline.DefaultDupMaxEntries, "numbers the duplicate window holds at most (about 6.4 to 10.7 bytes each); past it the oldest are dropped and the window is shorter"),
-		durationFlag("max-skew", pipeline.DefaultMaxSkew, "a number more than this ahead of the clock is flagged future"),
-		durationFlag("max-lag", pipeline.DefaultMaxLag, "a record whose timestamp is further than this from its number's time is flagged lag (0 turns the check off)"),
+		durationFlag("dup-window", audit.DefaultDupWindow, "a number seen again within this much number time is flagged duplicate"),
+		intFlag("dup-max-entries", audit.DefaultDupMaxEntries, "numbers the duplicate window holds at most (about 6.4 to 10.7 bytes each); past it the oldest are dropped and the window is shorter"),
+		durationFlag("max-skew", audit.DefaultMaxSkew, "a number more than this ahead of the clock is flagged future"),
+		durationFlag("max-lag", audit.DefaultMaxLag, "a record whose timestamp is further than this from its number's time is flagged lag (0 turns the check off)"),
 		stringFlag("allowed-servers", "", "server IDs expected, comma-separated, ranges too (\"1,2,5-7\"); any other is flagged unknown_server (default: any)"),
 		stringFlag("allowed-workers", "", "worker IDs expected, comma-separated, ranges too (\"1,2,5-7\"); any other is flagged unknown_worker (default: any)"),
 		durationFlag("catch-up-timeout", time.Minute, "bound on reading back the last dup window of a partition this instance is given, so a restart or rebalance forgets nothing (0 turns the catch-up off)"),
@@ -52,8 +53,8 @@ func auditCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			opts = append(opts, pipeline.AuditLogger(log), pipeline.AuditRegisterer(reg))
-			a, err := pipeline.NewAuditor(opts...)
+			opts = append(opts, audit.Logger(log), audit.Registerer(reg))
+			a, err := audit.New(opts...)
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
@@ -70,7 +71,7 @@ func auditCommand() *cli.Command {
 }
 
 // auditOptsFrom turns the audit flags into pipeline options.
-func auditOptsFrom(c *cli.Context) ([]pipeline.AuditOpt, error) {
+func auditOptsFrom(c *cli.Context) ([]audit.Opt, error) {
 	inputs := c.StringSlice("input-topic")
 	if len(inputs) == 0 {
 		return nil, &exitError{code: 2, err: fmt.Errorf("--input-topic is required")}
@@ -88,29 +89,29 @@ func auditOptsFrom(c *cli.Context) ([]pipeline.AuditOpt, error) {
 	if c.IsSet("audit-topic") {
 		topic = c.String("audit-topic")
 	}
-	opts := []pipeline.AuditOpt{
-		pipeline.AuditBrokers(c.StringSlice("brokers")...),
-		pipeline.AuditInputTopics(inputs...),
-		pipeline.AuditTopic(topic),
-		pipeline.AuditGroup(c.String("group")),
-		pipeline.AuditInstanceID(c.String("instance-id")),
-		pipeline.AuditLayout(l),
-		pipeline.AuditNumberField(c.String("number-field")),
-		pipeline.AuditDupWindow(c.Duration("dup-window")),
-		pipeline.AuditDupMaxEntries(c.Int("dup-max-entries")),
-		pipeline.AuditMaxSkew(c.Duration("max-skew")),
-		pipeline.AuditMaxLag(c.Duration("max-lag")),
-		pipeline.AuditCatchUp(c.Duration("catch-up-timeout") > 0, c.Duration("catch-up-timeout")),
-		pipeline.AuditMaxPollRecords(c.Int("max-poll-records")),
-		pipeline.AuditTransactionTimeout(c.Duration("txn-timeout")),
-		pipeline.AuditSessionTimeout(c.Duration("session-timeout")),
-		pipeline.AuditShutdownTimeout(c.Duration("shutdown-timeout")),
-		pipeline.AuditKafkaOpts(kopts...),
+	opts := []audit.Opt{
+		audit.Brokers(c.StringSlice("brokers")...),
+		audit.InputTopics(inputs...),
+		audit.Topic(topic),
+		audit.Group(c.String("group")),
+		audit.InstanceID(c.String("instance-id")),
+		audit.Layout(l),
+		audit.NumberField(c.String("number-field")),
+		audit.DupWindow(c.Duration("dup-window")),
+		audit.DupMaxEntries(c.Int("dup-max-entries")),
+		audit.MaxSkew(c.Duration("max-skew")),
+		audit.MaxLag(c.Duration("max-lag")),
+		audit.CatchUp(c.Duration("catch-up-timeout") > 0, c.Duration("catch-up-timeout")),
+		audit.MaxPollRecords(c.Int("max-poll-records")),
+		audit.TransactionTimeout(c.Duration("txn-timeout")),
+		audit.SessionTimeout(c.Duration("session-timeout")),
+		audit.ShutdownTimeout(c.Duration("shutdown-timeout")),
+		audit.KafkaOpts(kopts...),
 	}
 	for _, f := range []struct {
 		name string
-		opt  func(...int64) pipeline.AuditOpt
-	}{{"allowed-servers", pipeline.AuditAllowedServers}, {"allowed-workers", pipeline.AuditAllowedWorkers}} {
+		opt  func(...int64) audit.Opt
+	}{{"allowed-servers", audit.AllowedServers}, {"allowed-workers", audit.AllowedWorkers}} {
 		if strings.TrimSpace(c.String(f.name)) == "" {
 			continue // unset or empty: any ID is allowed
 		}
@@ -121,13 +122,13 @@ func auditOptsFrom(c *cli.Context) ([]pipeline.AuditOpt, error) {
 		opts = append(opts, f.opt(ids...))
 	}
 	if c.Bool("stdout") {
-		opts = append(opts, pipeline.AuditStdout(c.App.Writer))
+		opts = append(opts, audit.Stdout(c.App.Writer))
 	}
 	if id := c.String("transactional-id"); id != "" {
-		opts = append(opts, pipeline.AuditTransactionalID(id))
+		opts = append(opts, audit.TransactionalID(id))
 	}
 	if c.Bool("create-topics") {
-		opts = append(opts, pipeline.AuditCreateTopic())
+		opts = append(opts, audit.CreateTopic())
 	}
 	return opts, nil
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/flakestream/flakestream/internal/e2e"
 	"github.com/flakestream/flakestream/internal/testenv"
 	"github.com/flakestream/flakestream/internal/verify"
-	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/pipeline/audit"
 	"github.com/urfave/cli/v2"
 )
 
@@ -223,7 +223,7 @@ func TestAuditCommandConfig(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				a, err := pipeline.NewAuditor(opts...)
+				a, err := audit.New(opts...)
 				if err != nil {
 					return err
 				}
@@ -258,7 +258,7 @@ func TestDemoAuditsClean(t *testing.T) {
 		t.Fatalf("demo --json: %v: %q", err, out)
 	}
 	want := map[string]int64{}
-	for _, k := range pipeline.AnomalyKinds() {
+	for _, k := range audit.AnomalyKinds() {
 		want[k] = 0
 	}
 	if !reflect.DeepEqual(got.Anomalies, want) || got.Audited != got.Numbered+got.Passthrough || got.Passthrough == 0 {

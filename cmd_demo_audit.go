@@ -11,14 +11,14 @@ import (
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/internal/verify"
-	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/pipeline/audit"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // demoAudit is the audit consumer of the demo: in-process, on the numbered
 // topic, writing the audit topic exactly once, as `flakestream audit` does.
 type demoAudit struct {
-	a     *pipeline.Auditor
+	a     *audit.Auditor
 	topic string
 	stop  context.CancelFunc
 	done  chan error
@@ -34,10 +34,10 @@ type demoAudit struct {
 // those are the allowed servers.
 func startDemoAudit(ctx context.Context, brokers []string, numbered string, l idgen.Layout, log *slog.Logger) (*demoAudit, error) {
 	d := &demoAudit{topic: numbered + ".audit", done: make(chan error, 1)}
-	a, err := pipeline.NewAuditor(pipeline.AuditBrokers(brokers...), pipeline.AuditInputTopics(numbered),
-		pipeline.AuditTopic(d.topic), pipeline.AuditCreateTopic(), pipeline.AuditGroup("flakestream-demo-audit"),
-		pipeline.AuditInstanceID("demo"), pipeline.AuditLayout(l), pipeline.AuditAllowedServers(1, 2),
-		pipeline.AuditLogger(log))
+	a, err := audit.New(audit.Brokers(brokers...), audit.InputTopics(numbered),
+		audit.Topic(d.topic), audit.CreateTopic(), audit.Group("flakestream-demo-audit"),
+		audit.InstanceID("demo"), audit.Layout(l), audit.AllowedServers(1, 2),
+		audit.Logger(log))
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (d *demoAudit) flagged() (n int64) {
 
 func (d *demoAudit) print(w io.Writer) {
 	var kinds []string
-	for _, k := range pipeline.AnomalyKinds() {
+	for _, k := range audit.AnomalyKinds() {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, d.anomalies[k]))
 	}
 	fmt.Fprintf(w, "\naudit: %d numbered records audited exactly once into %s\n  anomalies: %s\n", d.audited, d.topic, strings.Join(kinds, ", "))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/pipeline/replay"
 	"github.com/redis/go-redis/v9"
 	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
@@ -72,11 +73,11 @@ func replayCommand() *cli.Command {
 			if in == "" || out == "" {
 				return &exitError{code: 2, err: fmt.Errorf("--input-topic and --output-topic are required")}
 			}
-			from, err := pipeline.ParseBound(c.String("from"))
+			from, err := replay.ParseBound(c.String("from"))
 			if err != nil {
 				return &exitError{code: 2, err: fmt.Errorf("--from: %w", err)}
 			}
-			to, err := pipeline.ParseBound(c.String("to"))
+			to, err := replay.ParseBound(c.String("to"))
 			if err != nil {
 				return &exitError{code: 2, err: fmt.Errorf("--to: %w", err)}
 			}
@@ -122,11 +123,11 @@ func replayCommand() *cli.Command {
 			}
 			id := c.String("replay-id")
 			if id == "" {
-				id = pipeline.ReplayID(in, out, from, to)
+				id = replay.ID(in, out, from, to)
 			}
 			log.Info("replay", "input", in, "output", out, "from", from.String(), "to", to.String(), "group", "flakestream-replay-"+id)
 			prog := newProgress(c.App.ErrWriter, log, c.Duration("progress-every"))
-			ranges, err := pipeline.Replay(c.Context, pipeline.ReplayConfig{
+			ranges, err := replay.Run(c.Context, replay.Config{
 				Brokers: c.StringSlice("brokers"), KafkaOpts: kopts, Input: in, Output: out, From: from, To: to, ID: id,
 				Redis: rc, RedisPrefix: c.String("redis-prefix"), Worker: worker2, Progress: prog.update,
 			})

@@ -352,3 +352,39 @@ func TestInputErrorMessage(t *testing.T) {
 		t.Errorf("errors.Is on %v matches the wrong errors", e)
 	}
 }
+
+func TestParseNumberIsCanonical(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "7": 7, "9223372036854775807": 1<<63 - 1} {
+		if n, ok := ParseNumber([]byte(in)); !ok || n != want {
+			t.Errorf("ParseNumber(%q) = %d, %v; want %d", in, n, ok, want)
+		}
+	}
+	for _, bad := range []string{"", "007", "-1", "+1", "1.0", "1e3", " 1", "9223372036854775808", "12a"} {
+		if n, ok := ParseNumber([]byte(bad)); ok {
+			t.Errorf("ParseNumber(%q) = %d, want rejected", bad, n)
+		}
+	}
+}
+
+func TestRecordNumberPrefersTheHeader(t *testing.T) {
+	value := []byte(`{"order_no":"42"}`)
+	cases := []struct {
+		header    string
+		hasHeader bool
+		want      int64
+		ok        bool
+	}{
+		{"", false, 42, true},  // no header: the field
+		{"7", true, 7, true},   // the header wins
+		{"07", true, 0, false}, // a bad header does not fall back
+		{"", true, 0, false},   // nor does an empty one
+	}
+	for _, c := range cases {
+		if n, ok := RecordNumber([]byte(c.header), c.hasHeader, value, "order_no"); n != c.want || ok != c.ok {
+			t.Errorf("RecordNumber(%q, %v) = %d, %v; want %d, %v", c.header, c.hasHeader, n, ok, c.want, c.ok)
+		}
+	}
+	if _, ok := RecordNumber(nil, false, []byte(`{}`), "order_no"); ok {
+		t.Error("a record without header or field has a number")
+	}
+}

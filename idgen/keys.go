@@ -111,3 +111,16 @@ func (s *KeyStore) redisKey(key []byte) string {
 	}
 	return s.prefix + string(key)
 }
+
+// Every Redis key the project writes, by owner:
+//
+//	{<prefix>}:seq:<server>:<worker>  the sequencer's state (RedisSequencer)
+//	{<prefix>}:layout                 the layout the sequencer was set up with
+//	<prefix>:key:<key>                an idempotency key's number (KeyStore)
+//	<prefix>:replay:<replay id>       a replay's resolved ranges (ReplayKey)
+
+// ReplayKey is the key under which a replay keeps the offsets its bounds
+// resolved to on its first run, so that a resumed replay stops where the
+// first one meant to. prefix is used as given (the replay command passes
+// its --redis-prefix).
+func ReplayKey(prefix, id string) string { return prefix + ":replay:" + id }

@@ -299,7 +299,11 @@ func (l Layout) Decompose(id int64) (Parts, error) {
 }
 
 // ParseID parses a number written in decimal: digits only, no sign, no
-// spaces, at most 2^63-1.
+// spaces, at most 2^63-1. It is for numbers a person types (the decode
+// command), so unlike codec.ParseNumber, the rule for numbers on the wire,
+// it accepts leading zeros ("007" is 7) and says precisely what is wrong
+// (ErrNotDecimal, ErrNegativeID, ErrIDOverflow). idgen does not import
+// codec: the generator sits below the codecs, which know nothing of it.
 func ParseID(s string) (int64, error) {
 	if s == "" {
 		return 0, fmt.Errorf("%w: empty", ErrNotDecimal)

@@ -66,17 +66,10 @@ func (b *batch) reset(fetches kgo.Fetches) {
 		}
 		sh := b.shards[k%n]
 		k++
-		stop, bounded := b.cfg.stopAt[p.Topic][p.Partition]
-		for _, r := range p.Records {
-			// Transaction markers (kept for bounded runs, to see the end
-			// of a range) and records past a bound are consumed, so their
-			// offsets are committed, but never numbered or produced.
-			if r.Attrs.IsControl() || (bounded && r.Offset >= stop) {
-				continue
-			}
-			sh.in = append(sh.in, r)
-			total++
-		}
+		// The eos loop has dropped transaction markers and records past
+		// a bound already.
+		sh.in = append(sh.in, p.Records...)
+		total += len(p.Records)
 	})
 	for _, sh := range b.shards {
 		sh.insp = grow(sh.insp, len(sh.in))
@@ -154,10 +147,6 @@ const subBatch = 1024
 
 // process numbers the shard's records in order, a sub-batch at a time.
 func (b *shard) process(ctx context.Context, produce func(*kgo.Record)) error {
-	if !b.b.cfg.numbering {
-		b.copyThrough(produce)
-		return nil
-	}
 	for start := 0; start < len(b.in); start += subBatch {
 		if err := b.processRange(ctx, start, min(start+subBatch, len(b.in)), produce); err != nil {
 			return err
@@ -167,29 +156,10 @@ func (b *shard) process(ctx context.Context, produce func(*kgo.Record)) error {
 }
 
 func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kgo.Record)) error {
-	// Pass 1: classify, count the numbers needed, and size the arenas.
-	need, bytes, headers := 0, 0, 0
-	for i := from; i < to; i++ {
-		r := b.in[i]
-		in := b.b.cfg.codec.Inspect(r.Value)
-		b.insp[i] = in
-		headers += len(r.Headers) + 3
-		bytes += len(r.Topic) + 2*20 + 2
-		switch in.Kind {
-		case codec.NeedsNumber:
-			need++
-			// An upper bound of the numbered value: the member added is
-			// ,"<field>":"<19 digits>", with room for escapes in the name.
-			bytes += len(r.Value) + 2*len(b.b.cfg.codec.FieldName()) + 48
-		case codec.HasNumber:
-			bytes += 20
-		default:
-			bytes += 256
-		}
-	}
+	need := b.inspect(from, to)
 	var err error
 	b.ids = b.ids[:0]
-	if need > 0 && !b.b.cfg.perRecord {
+	if need > 0 {
 		if b.ids, err = b.b.numberer.AppendN(ctx, b.ids, need); err != nil {
 			return err
 		}
@@ -199,28 +169,12 @@ func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kg
 			return err
 		}
 	}
-	// Records already handed to the producer point into the arenas, so an
-	// arena that is too small is replaced, never grown in place; the old
-	// one lives as long as those records do.
-	if cap(b.arena)-len(b.arena) < bytes {
-		b.arena = make([]byte, 0, max(2*cap(b.arena), bytes))
-	}
-	if cap(b.hdrs)-len(b.hdrs) < headers {
-		b.hdrs = make([]kgo.RecordHeader, 0, max(2*cap(b.hdrs), headers))
-	}
-
 	// Pass 2: build each output record and hand it over.
 	next := 0
 	for i := from; i < to; i++ {
 		r, in := b.in[i], b.insp[i]
 		switch in.Kind {
 		case codec.NeedsNumber:
-			if b.b.cfg.perRecord {
-				if b.ids, err = b.b.numberer.AppendN(ctx, b.ids[:0], 1); err != nil {
-					return err
-				}
-				next = 0
-			}
 			id, repeat := b.ids[next], false
 			next++
 			if b.b.cfg.idem != nil {
@@ -257,6 +211,41 @@ func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kg
 		produce(&b.recs[i])
 	}
 	return nil
+}
+
+// inspect classifies the records [from, to) (pass 1 of a sub-batch), makes
+// room in the arenas for every output record they can make, and returns
+// how many numbers they need.
+func (b *shard) inspect(from, to int) (need int) {
+	bytes, headers := 0, 0
+	for i := from; i < to; i++ {
+		r := b.in[i]
+		in := b.b.cfg.codec.Inspect(r.Value)
+		b.insp[i] = in
+		headers += len(r.Headers) + 3
+		bytes += len(r.Topic) + 2*20 + 2
+		switch in.Kind {
+		case codec.NeedsNumber:
+			need++
+			// An upper bound of the numbered value: the member added is
+			// ,"<field>":"<19 digits>", with room for escapes in the name.
+			bytes += len(r.Value) + 2*len(b.b.cfg.codec.FieldName()) + 48
+		case codec.HasNumber:
+			bytes += 20
+		default:
+			bytes += 256
+		}
+	}
+	// Records already handed to the producer point into the arenas, so an
+	// arena that is too small is replaced, never grown in place; the old
+	// one lives as long as those records do.
+	if cap(b.arena)-len(b.arena) < bytes {
+		b.arena = make([]byte, 0, max(2*cap(b.arena), bytes))
+	}
+	if cap(b.hdrs)-len(b.hdrs) < headers {
+		b.hdrs = make([]kgo.RecordHeader, 0, max(2*cap(b.hdrs), headers))
+	}
+	return need
 }
 
 // emit appends the output record for input i, with value and the number and
@@ -320,7 +309,7 @@ func (b *shard) claimKeys(ctx context.Context, idem *Idempotency, from, to int) 
 		// The claimant is this consumer group reading this record: the
 		// same group reading it again (after an abort, a crash or a
 		// rebalance) is no repeat, any other reader (a replay) is.
-		src := append([]byte(b.b.cfg.group+" "), r.Topic...)
+		src := append([]byte(b.b.cfg.eos.Group+" "), r.Topic...)
 		b.claims = append(b.claims, idgen.Claim{Key: key, Number: id,
 			Source: string(codec.AppendSource(src, "", r.Partition, r.Offset))})
 	}
@@ -350,15 +339,5 @@ func (b *shard) add(i int, r *kgo.Record, topic string, parts int32, value []byt
 		Timestamp: r.Timestamp,
 		Topic:     topic,
 		Partition: r.Partition % parts,
-	}
-}
-
-// copyThrough is the loop without numbering: the ceiling a broker and
-// machine allow, for the bench command.
-func (b *shard) copyThrough(produce func(*kgo.Record)) {
-	for i, r := range b.in {
-		b.add(i, r, b.b.cfg.output, b.b.outParts, r.Value, r.Headers)
-		b.counts.passthrough++
-		produce(&b.recs[i])
 	}
 }

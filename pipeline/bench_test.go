@@ -18,11 +18,11 @@ import (
 
 // BenchmarkWorkerKfake measures the worker end to end on in-process kfake:
 // b.N records of about 200 bytes produced ahead, then consumed, numbered
-// (or, for "passthrough", only copied) and produced transactionally. It
+// and produced transactionally. It
 // reports records/s. Redis is REDIS_URL or a miniredis: the prefetcher
 // keeps reservations off the measured path either way.
 func BenchmarkWorkerKfake(b *testing.B) {
-	for _, mode := range []string{"passthrough", "worker"} {
+	for _, mode := range []string{"worker"} {
 		b.Run(mode, func(b *testing.B) {
 			in := "bench"
 			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, in, in+".out", in+".dlq"))
@@ -51,11 +51,7 @@ func BenchmarkWorkerKfake(b *testing.B) {
 			}
 			opts := []Opt{Brokers(c.ListenAddrs()...), InputTopics(in), OutputTopic(in + ".out"), Group(fmt.Sprintf("g-%d", b.N)),
 				InstanceID("b"), Logger(slog.New(slog.DiscardHandler))}
-			if mode == "passthrough" {
-				opts = append(opts, NumberingOff())
-			} else {
-				opts = append(opts, Numbers(g))
-			}
+			opts = append(opts, Numbers(g))
 			w, err := NewWorker(opts...)
 			if err != nil {
 				b.Fatal(err)
@@ -96,11 +92,11 @@ func BenchmarkBatchProcess(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := &cfg{numbering: true, output: "out", dlq: "dlq", parallelism: 1}
+	c := &cfg{output: "out", dlq: "dlq", parallelism: 1}
 	if err := c.validateCodec(); err != nil {
 		b.Fatal(err)
 	}
-	bt := &batch{cfg: c, numberer: NewPrefetcher(g, 20000, 4096, time.Second), outParts: 4, dlqParts: 4}
+	bt := &batch{cfg: c, numberer: idgen.NewPrefetcher(g, 20000, 4096, time.Second), outParts: 4, dlqParts: 4}
 	recs := orders.Records("in", 4, 10000, orders.Mix{}, 200, 0)
 	var fs kgo.Fetches
 	fs = append(fs, kgo.Fetch{Topics: []kgo.FetchTopic{{Topic: "in", Partitions: []kgo.FetchPartition{{Partition: 0, Records: recs}}}}})

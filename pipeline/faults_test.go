@@ -1,7 +1,9 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
+	"github.com/flakestream/flakestream/internal/pipetest"
 	"strings"
 	"testing"
 	"time"
@@ -13,10 +15,10 @@ import (
 
 // produceInChunks writes n orders in chunks with a pause between them, so
 // that faults land while records flow.
-func (e *env) produceInChunks(t *testing.T, n, chunk int, pause time.Duration, mix orders.Mix) {
+func produceInChunks(t *testing.T, e *pipetest.Env, n, chunk int, pause time.Duration, mix orders.Mix) {
 	t.Helper()
 	for done := 0; done < n; done += chunk {
-		e.produce(t, min(chunk, n-done), mix)
+		e.Produce(t, min(chunk, n-done), mix)
 		time.Sleep(pause)
 	}
 }
@@ -25,21 +27,21 @@ func (e *env) produceInChunks(t *testing.T, n, chunk int, pause time.Duration, m
 // records flow: every rebalance aborts the open transaction, and the output
 // is still exactly once.
 func TestWorkerRebalance(t *testing.T) {
-	e := newEnv(t, 6)
-	a := e.start(t, "a", MaxPollRecords(500))
-	e.produceInChunks(t, 6000, 1000, 100*time.Millisecond, orders.Mix{BadPerMille: 5})
-	b := e.start(t, "b", MaxPollRecords(500))
-	e.produceInChunks(t, 6000, 1000, 100*time.Millisecond, orders.Mix{BadPerMille: 5})
+	e := pipetest.NewEnv(t, 6)
+	a := start(t, e, "a", MaxPollRecords(500))
+	produceInChunks(t, e, 6000, 1000, 100*time.Millisecond, orders.Mix{BadPerMille: 5})
+	b := start(t, e, "b", MaxPollRecords(500))
+	produceInChunks(t, e, 6000, 1000, 100*time.Millisecond, orders.Mix{BadPerMille: 5})
 	a.stop(t)
-	e.produceInChunks(t, 6000, 1000, 100*time.Millisecond, orders.Mix{BadPerMille: 5})
-	rep := e.waitOutput(t, 90*time.Second)
-	requireExactlyOnce(t, rep)
+	produceInChunks(t, e, 6000, 1000, 100*time.Millisecond, orders.Mix{BadPerMille: 5})
+	rep := e.WaitOutput(t, 90*time.Second)
+	pipetest.RequireExactlyOnce(t, rep)
 	sa, sb := a.w.Stats(), b.w.Stats()
 	if sa.In == 0 || sb.In == 0 {
 		t.Fatalf("one worker did nothing, so there was no rebalance to survive: a %+v, b %+v", sa, sb)
 	}
-	if sa.In+sb.In != int64(len(e.inputs)) {
-		t.Fatalf("workers committed %d+%d records of %d", sa.In, sb.In, len(e.inputs))
+	if sa.In+sb.In != int64(len(e.Inputs)) {
+		t.Fatalf("workers committed %d+%d records of %d", sa.In, sb.In, len(e.Inputs))
 	}
 }
 
@@ -48,33 +50,33 @@ func TestWorkerRebalance(t *testing.T) {
 // retries with backoff, and resumes by itself when Redis is back. Nothing is
 // produced without a number, nothing is lost or duplicated.
 func TestWorkerRedisOutage(t *testing.T) {
-	e := newEnv(t, 3)
-	if !e.redis.CanRestart() {
-		t.Skipf("cannot stop a %s Redis", e.redis.Kind)
+	e := pipetest.NewEnv(t, 3)
+	if !e.Redis.CanRestart() {
+		t.Skipf("cannot stop a %s Redis", e.Redis.Kind)
 	}
-	wk := e.start(t, "a", MaxPollRecords(500))
-	e.produceInChunks(t, 3000, 1000, 50*time.Millisecond, orders.Mix{})
+	wk := start(t, e, "a", MaxPollRecords(500))
+	produceInChunks(t, e, 3000, 1000, 50*time.Millisecond, orders.Mix{})
 	if !verify.WaitFor(30*time.Second, func() bool { return wk.w.Stats().In >= 3000 }) {
 		t.Fatalf("worker did not catch up before the outage: %+v", wk.w.Stats())
 	}
-	e.redis.Stop(t)
+	e.Redis.Stop(t)
 	// More than the prefetcher can hold, so the outage is felt.
-	e.produce(t, 20000, orders.Mix{})
+	e.Produce(t, 20000, orders.Mix{})
 	if !verify.WaitFor(15*time.Second, func() bool { return wk.w.Stats().Aborted > 0 }) {
 		t.Fatalf("no transaction aborted while Redis was down: %+v", wk.w.Stats())
 	}
-	if err := wk.w.Ready(); err == nil || !errors.Is(err, ErrRedisDown) {
-		t.Fatalf("Ready() = %v during the outage, want ErrRedisDown", err)
+	if err := wk.w.Ready(); err == nil || !errors.Is(err, ErrNumbering) {
+		t.Fatalf("Ready() = %v during the outage, want ErrNumbering", err)
 	}
 	inDuringOutage := wk.w.Stats().In
 	time.Sleep(2 * time.Second)
 	if got := wk.w.Stats().In; got != inDuringOutage {
 		t.Fatalf("records committed while Redis was down: %d -> %d", inDuringOutage, got)
 	}
-	e.redis.Start(t)
-	e.produce(t, 3000, orders.Mix{})
-	rep := e.waitOutput(t, 60*time.Second)
-	requireExactlyOnce(t, rep)
+	e.Redis.Start(t)
+	e.Produce(t, 3000, orders.Mix{})
+	rep := e.WaitOutput(t, 60*time.Second)
+	pipetest.RequireExactlyOnce(t, rep)
 	if err := wk.w.Ready(); err != nil {
 		t.Fatalf("not ready after Redis came back: %v", err)
 	}
@@ -84,12 +86,12 @@ func TestWorkerRedisOutage(t *testing.T) {
 // Every dead-letter class goes to the DLQ with its bytes untouched and
 // headers that say why and where from; the counts balance.
 func TestWorkerDeadLetters(t *testing.T) {
-	e := newEnv(t, 2)
-	e.produce(t, 3000, orders.Mix{BadPerMille: 60})
-	wk := e.start(t, "a")
-	rep := e.waitOutput(t, 60*time.Second)
-	requireExactlyOnce(t, rep)
-	dlq, err := readTopic(e, e.dlq)
+	e := pipetest.NewEnv(t, 2)
+	e.Produce(t, 3000, orders.Mix{BadPerMille: 60})
+	wk := start(t, e, "a")
+	rep := e.WaitOutput(t, 60*time.Second)
+	pipetest.RequireExactlyOnce(t, rep)
+	dlq, err := e.ReadTopic(e.DLQ)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +100,7 @@ func TestWorkerDeadLetters(t *testing.T) {
 		class, _ := verify.Header(d, codec.HeaderErrorClass)
 		msg, _ := verify.Header(d, codec.HeaderError)
 		src, _ := verify.Header(d, codec.HeaderSource)
-		if msg == "" || !strings.HasPrefix(src, e.input+"/") {
+		if msg == "" || !strings.HasPrefix(src, e.Input+"/") {
 			t.Fatalf("dead letter without reason or source: %q %q", msg, src)
 		}
 		byClass[class]++
@@ -117,26 +119,26 @@ func TestWorkerDeadLetters(t *testing.T) {
 // A group with no committed offsets starts at the earliest offset by
 // default; with StartLatest it skips what is already there.
 func TestWorkerStartLatest(t *testing.T) {
-	e := newEnv(t, 1)
-	e.produce(t, 100, orders.Mix{})
-	wk := e.start(t, "a", Start(StartLatest))
+	e := pipetest.NewEnv(t, 1)
+	e.Produce(t, 100, orders.Mix{})
+	wk := start(t, e, "a", Start(StartLatest))
 	if !verify.WaitFor(20*time.Second, func() bool { return wk.w.Ready() == nil }) {
 		t.Fatalf("worker never became ready: %v", wk.w.Ready())
 	}
 	time.Sleep(500 * time.Millisecond)
-	e.inputs = e.inputs[:0]
-	e.produce(t, 50, orders.Mix{})
-	rep := e.waitOutput(t, 30*time.Second)
-	requireExactlyOnce(t, rep)
+	e.Inputs = e.Inputs[:0]
+	e.Produce(t, 50, orders.Mix{})
+	rep := e.WaitOutput(t, 30*time.Second)
+	pipetest.RequireExactlyOnce(t, rep)
 	if s := wk.w.Stats(); s.In != 50 {
 		t.Fatalf("a latest-starting worker numbered %d records, want the 50 new ones", s.In)
 	}
 }
 
 func TestWorkerRefusesMissingOutputTopic(t *testing.T) {
-	e := newEnv(t, 1)
-	w, err := NewWorker(Brokers(e.kafka.Addrs...), InputTopics(e.input), OutputTopic(e.input+".nope"),
-		Group("g"), Numbers(e.generator(t, 1)))
+	e := pipetest.NewEnv(t, 1)
+	w, err := NewWorker(Brokers(e.Kafka.Addrs...), InputTopics(e.Input), OutputTopic(e.Input+".nope"),
+		Group("g"), Numbers(e.Generator(t, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,14 +154,14 @@ func TestNewWorkerValidates(t *testing.T) {
 		opts []Opt
 		want error
 	}{
-		{"no brokers", []Opt{InputTopics("a"), OutputTopic("b"), Group("g"), NumberingOff()}, ErrNoBrokers},
-		{"no input", []Opt{Brokers("x"), OutputTopic("b"), Group("g"), NumberingOff()}, ErrNoInput},
-		{"no output", []Opt{Brokers("x"), InputTopics("a"), Group("g"), NumberingOff()}, ErrNoOutput},
-		{"no group", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), NumberingOff()}, ErrNoGroup},
+		{"no brokers", []Opt{InputTopics("a"), OutputTopic("b"), Group("g"), Numbers(nopNumberer{})}, ErrNoBrokers},
+		{"no input", []Opt{Brokers("x"), OutputTopic("b"), Group("g"), Numbers(nopNumberer{})}, ErrNoInput},
+		{"no output", []Opt{Brokers("x"), InputTopics("a"), Group("g"), Numbers(nopNumberer{})}, ErrNoOutput},
+		{"no group", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), Numbers(nopNumberer{})}, ErrNoGroup},
 		{"no numberer", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), Group("g")}, ErrNoNumberer},
-		{"output is input", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("a"), Group("g"), NumberingOff()}, ErrSameTopic},
-		{"bad start", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), Group("g"), NumberingOff(), Start("middle")}, ErrBadConfig},
-		{"short txn timeout", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), Group("g"), NumberingOff(), TransactionTimeout(time.Millisecond)}, ErrBadConfig},
+		{"output is input", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("a"), Group("g"), Numbers(nopNumberer{})}, ErrSameTopic},
+		{"bad start", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), Group("g"), Numbers(nopNumberer{}), Start("middle")}, ErrBadConfig},
+		{"short txn timeout", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), Group("g"), Numbers(nopNumberer{}), TransactionTimeout(time.Millisecond)}, ErrBadConfig},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -168,8 +170,14 @@ func TestNewWorkerValidates(t *testing.T) {
 			}
 		})
 	}
-	w, err := NewWorker(Brokers("x"), InputTopics("in"), OutputTopic("out"), Group("g"), InstanceID("pod-7"), NumberingOff())
+	w, err := NewWorker(Brokers("x"), InputTopics("in"), OutputTopic("out"), Group("g"), InstanceID("pod-7"), Numbers(nopNumberer{}))
 	if err != nil || w.TransactionalID() != "flakestream-g-pod-7" || w.cfg.dlq != "in.dlq" {
 		t.Fatalf("defaults: %v %q %q", err, w.TransactionalID(), w.cfg.dlq)
 	}
 }
+
+// nopNumberer satisfies the required Numbers option in tests that never
+// number anything.
+type nopNumberer struct{}
+
+func (nopNumberer) AppendN(_ context.Context, dst []int64, _ int) ([]int64, error) { return dst, nil }

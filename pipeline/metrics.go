@@ -11,7 +11,6 @@ import (
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // workerMetrics are the worker's own metrics; franz-go's client metrics come
@@ -60,7 +59,6 @@ func (m *workerMetrics) committed(c counts, took time.Duration) {
 	for class, n := range c.dlqByClass {
 		m.dlq.WithLabelValues(string(class)).Add(float64(n))
 	}
-	m.txns.WithLabelValues("committed").Inc()
 	m.batchSeconds.Observe(took.Seconds())
 }
 
@@ -99,37 +97,6 @@ func (t *TimedSequencer) Reserve(ctx context.Context, req idgen.Request) (idgen.
 	b, err := t.Sequencer.Reserve(ctx, req)
 	t.hist.Observe(time.Since(start).Seconds())
 	return b, err
-}
-
-// trackLag refreshes the lag gauge from the group's committed offsets and
-// the partitions' end offsets until ctx ends.
-func trackLag(ctx context.Context, adm *kadm.Client, group string, g *prometheus.GaugeVec, every time.Duration, log *slog.Logger) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		lags, err := adm.Lag(ctx, group)
-		if err == nil {
-			for _, l := range lags {
-				if l.Error() != nil {
-					continue
-				}
-				for topic, ps := range l.Lag {
-					for p, ml := range ps {
-						if ml.Err == nil {
-							g.WithLabelValues(topic, itoa(int64(p))).Set(float64(ml.Lag))
-						}
-					}
-				}
-			}
-		} else if ctx.Err() == nil {
-			log.Debug("consumer lag unavailable", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // Serve serves /metrics from reg, /healthz, and /readyz (ready reports why

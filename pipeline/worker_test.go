@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"github.com/flakestream/flakestream/internal/pipetest"
 	"testing"
 	"time"
 
@@ -10,14 +11,14 @@ import (
 // Every record is accounted for, byte for byte, with unique numbers, every
 // input partition's order kept, and the counts balance.
 func TestWorkerEndToEnd(t *testing.T) {
-	e := newEnv(t, 4)
-	e.produce(t, 20000, orders.Mix{BadPerMille: 12, NumberedPerMille: 20})
-	wk := e.start(t, "a")
-	rep := e.waitOutput(t, 60*time.Second)
-	requireExactlyOnce(t, rep)
+	e := pipetest.NewEnv(t, 4)
+	e.Produce(t, 20000, orders.Mix{BadPerMille: 12, NumberedPerMille: 20})
+	wk := start(t, e, "a")
+	rep := e.WaitOutput(t, 60*time.Second)
+	pipetest.RequireExactlyOnce(t, rep)
 	wk.stop(t)
 	s := wk.w.Stats()
-	if s.In != int64(len(e.inputs)) || s.In != s.Numbered+s.Passthrough+s.DLQ {
+	if s.In != int64(len(e.Inputs)) || s.In != s.Numbered+s.Passthrough+s.DLQ {
 		t.Fatalf("stats do not balance: %+v", s)
 	}
 	if rep.DLQ != 20000*12/1000 || rep.Passthrough != 20000*20/1000 {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/pipeline"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -99,7 +100,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	var pt, wk []float64
 	for i := 0; i < cfg.Pairs; i++ {
 		cfg.Progress(fmt.Sprintf("pair %d/%d: passthrough", i+1, cfg.Pairs))
-		p, err := b.throughput(ctx, "passthrough", pipeline.NumberingOff())
+		p, err := b.throughput(ctx, "passthrough", nil)
 		if err != nil {
 			return nil, err
 		}
@@ -108,7 +109,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		w, err := b.throughput(ctx, "worker", pipeline.Numbers(g))
+		w, err := b.throughput(ctx, "worker", g)
 		if err != nil {
 			return nil, err
 		}
@@ -131,7 +132,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if res.RecordsPerSec["per_record"], err = b.throughput(ctx, "per_record", pipeline.Numbers(g), pipeline.PerRecord()); err != nil {
+	if res.RecordsPerSec["per_record"], err = b.throughput(ctx, "per_record", g); err != nil {
 		return nil, err
 	}
 	res.WorkerVsPerRecord = res.RecordsPerSec["worker"] / res.RecordsPerSec["per_record"]
@@ -219,23 +220,37 @@ func (b *runner) feed(ctx context.Context, topic string, rate float64, done func
 	return &sent, func() { cancel(); wg.Wait(); cl.Close() }, nil
 }
 
-// throughput runs a worker with opts against a fed topic and returns the
+// throughput runs name ("worker", or the baselines "passthrough" and
+// "per_record") with numbers from g against a fed topic and returns the
 // committed records per second over the measurement window, after a
 // warm-up.
-func (b *runner) throughput(ctx context.Context, name string, opts ...pipeline.Opt) (float64, error) {
+func (b *runner) throughput(ctx context.Context, name string, g *idgen.Generator) (float64, error) {
 	in, out, cleanup, err := b.topics(ctx, name)
 	if err != nil {
 		return 0, err
 	}
 	defer cleanup()
-	w, err := pipeline.NewWorker(append(append([]pipeline.Opt{
+	opts := append([]pipeline.Opt{
 		pipeline.Brokers(b.cfg.Brokers...), pipeline.InputTopics(in), pipeline.OutputTopic(out),
 		pipeline.Group(in + "-g"), pipeline.InstanceID(in), pipeline.Logger(b.cfg.Log),
-	}, b.cfg.Worker...), opts...)...)
+	}, b.cfg.Worker...)
+	var w measured
+	switch name {
+	case "worker":
+		wk, err := pipeline.NewWorker(append(opts, pipeline.Numbers(g))...)
+		if err != nil {
+			return 0, err
+		}
+		w = workerRun{wk}
+	case "per_record":
+		w, err = newBaseline(g, opts...)
+	default:
+		w, err = newBaseline(nil, opts...)
+	}
 	if err != nil {
 		return 0, err
 	}
-	done := func() int64 { return w.Stats().In }
+	done := w.In
 	ctx = pprof.WithLabels(ctx, pprof.Labels("phase", name))
 	pprof.SetGoroutineLabels(ctx)
 	_, stopFeed, err := b.feed(ctx, in, 0, done, 200000)
@@ -260,7 +275,7 @@ func (b *runner) throughput(ctx context.Context, name string, opts ...pipeline.O
 			if time.Now().After(deadline) {
 				return 0, time.Time{}, fmt.Errorf("%s: nothing committed for %s", name, time.Since(deadline.Add(-time.Minute)).Round(time.Second))
 			}
-			if err := sleepCtx(ctx, time.Millisecond); err != nil {
+			if err := eos.Sleep(ctx, time.Millisecond); err != nil {
 				return 0, time.Time{}, err
 			}
 		}
@@ -268,14 +283,14 @@ func (b *runner) throughput(ctx context.Context, name string, opts ...pipeline.O
 	if _, _, err := next(0, time.Now().Add(time.Minute)); err != nil {
 		return 0, err
 	}
-	if err := sleepCtx(ctx, window/5); err != nil { // warm-up
+	if err := eos.Sleep(ctx, window/5); err != nil { // warm-up
 		return 0, err
 	}
 	n0, t0, err := next(done(), time.Now().Add(time.Minute))
 	if err != nil {
 		return 0, err
 	}
-	if err := sleepCtx(ctx, window); err != nil {
+	if err := eos.Sleep(ctx, window); err != nil {
 		return 0, err
 	}
 	n1, t1, err := next(done(), time.Now().Add(time.Minute))
@@ -347,12 +362,12 @@ func (b *runner) latency(ctx context.Context, rate float64, g *idgen.Generator) 
 	return lat[len(lat)/2], lat[len(lat)*99/100], nil
 }
 
-func waitReady(ctx context.Context, w *pipeline.Worker) bool {
+func waitReady(ctx context.Context, w interface{ Ready() error }) bool {
 	for i := 0; i < 300; i++ {
 		if w.Ready() == nil {
 			return true
 		}
-		if sleepCtx(ctx, 100*time.Millisecond) != nil {
+		if eos.Sleep(ctx, 100*time.Millisecond) != nil {
 			return false
 		}
 	}
@@ -386,17 +401,6 @@ func median(v []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // PeakRSS returns the process's peak resident set size in bytes.

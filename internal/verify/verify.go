@@ -72,95 +72,134 @@ func Header(r *kgo.Record, key string) (string, bool) {
 // Check accounts for inputs against the output and DLQ records. c is the
 // codec the worker ran with.
 func Check(c *codec.Codec, inputs, outputs, dlq []*kgo.Record) Report {
-	rep := Report{In: len(inputs)}
-	byKey := make(map[string]*kgo.Record, len(inputs))
+	k := &checker{c: c, rep: Report{In: len(inputs)}, byKey: make(map[string]*kgo.Record, len(inputs)),
+		seen: make(map[string]int, len(inputs)), numbers: make(map[int64]string, len(outputs))}
 	for _, r := range inputs {
-		byKey[string(codec.AppendSource(nil, r.Topic, r.Partition, r.Offset))] = r
+		k.byKey[string(codec.AppendSource(nil, r.Topic, r.Partition, r.Offset))] = r
 	}
-	seen := make(map[string]int, len(inputs))
-	numbers := make(map[int64]string, len(outputs))
-	type placed struct {
-		src     *kgo.Record
-		out     *kgo.Record
-		id      int64
-		renewed bool
-	}
-	var order []placed
-
 	for _, o := range outputs {
-		srcKey, _ := Header(o, codec.HeaderSource)
-		in, ok := byKey[srcKey]
-		if !ok {
-			rep.problem(&rep.Unattributed, "output %s/%d/%d has source %q, not an input record", o.Topic, o.Partition, o.Offset, srcKey)
-			continue
-		}
-		seen[srcKey]++
-		numStr, _ := Header(o, codec.HeaderNumber)
-		id, err := strconv.ParseInt(numStr, 10, 64)
-		if err != nil {
-			rep.problem(&rep.Mismatched, "output for %s: number header %q: %v", srcKey, numStr, err)
-			continue
-		}
-		if prev, dup := numbers[id]; dup && prev != srcKey {
-			rep.problem(&rep.Reissued, "number %d given to %s and %s", id, prev, srcKey)
-		}
-		numbers[id] = srcKey
-		insp := c.Inspect(in.Value)
-		var want []byte
-		switch insp.Kind {
-		case codec.HasNumber:
-			rep.Passthrough++
-			want = in.Value
-			if insp.Number != id {
-				rep.problem(&rep.Mismatched, "passthrough %s: header number %d, value number %d", srcKey, id, insp.Number)
-			}
-		case codec.NeedsNumber:
-			rep.Numbered++
-			want = c.AppendNumbered(nil, in.Value, insp, id)
-		default:
-			rep.problem(&rep.Mismatched, "%s is %s but reached the output", srcKey, insp.Class())
-			continue
-		}
-		if !bytes.Equal(o.Value, want) {
-			rep.problem(&rep.Mismatched, "output for %s: value %q, want %q", srcKey, o.Value, want)
-		}
-		sameRecord(&rep, srcKey, in, o)
-		order = append(order, placed{src: in, out: o, id: id, renewed: insp.Kind == codec.NeedsNumber})
+		k.output(o)
 	}
 	for _, d := range dlq {
-		srcKey, _ := Header(d, codec.HeaderSource)
-		in, ok := byKey[srcKey]
-		if !ok {
-			rep.problem(&rep.Unattributed, "dead letter %s/%d/%d has source %q, not an input record", d.Topic, d.Partition, d.Offset, srcKey)
-			continue
-		}
-		seen[srcKey]++
-		rep.DLQ++
-		if !bytes.Equal(d.Value, in.Value) {
-			rep.problem(&rep.Mismatched, "dead letter for %s: bytes changed", srcKey)
-		}
-		if class, _ := Header(d, codec.HeaderErrorClass); class == "" {
-			rep.problem(&rep.Mismatched, "dead letter for %s has no %s header", srcKey, codec.HeaderErrorClass)
-		}
-		sameRecord(&rep, srcKey, in, d)
+		k.deadLetter(d)
 	}
-	for k := range byKey {
-		switch n := seen[k]; {
+	k.tally()
+	k.checkOrder()
+	return k.rep
+}
+
+// checker is one Check's state.
+type checker struct {
+	c       *codec.Codec
+	rep     Report
+	byKey   map[string]*kgo.Record // inputs by source
+	seen    map[string]int         // how often each input came out
+	numbers map[int64]string       // each number's input
+	order   []placed
+}
+
+// placed is an output record with its input and number.
+type placed struct {
+	src     *kgo.Record
+	out     *kgo.Record
+	id      int64
+	renewed bool
+}
+
+// output accounts for one record of the output topic.
+func (k *checker) output(o *kgo.Record) {
+	rep := &k.rep
+	in, srcKey := k.source("output", o)
+	if in == nil {
+		return
+	}
+	numStr, _ := Header(o, codec.HeaderNumber)
+	id, err := strconv.ParseInt(numStr, 10, 64)
+	if err != nil {
+		rep.problem(&rep.Mismatched, "output for %s: number header %q: %v", srcKey, numStr, err)
+		return
+	}
+	if prev, dup := k.numbers[id]; dup && prev != srcKey {
+		rep.problem(&rep.Reissued, "number %d given to %s and %s", id, prev, srcKey)
+	}
+	k.numbers[id] = srcKey
+	insp := k.c.Inspect(in.Value)
+	var want []byte
+	switch insp.Kind {
+	case codec.HasNumber:
+		rep.Passthrough++
+		want = in.Value
+		if insp.Number != id {
+			rep.problem(&rep.Mismatched, "passthrough %s: header number %d, value number %d", srcKey, id, insp.Number)
+		}
+	case codec.NeedsNumber:
+		rep.Numbered++
+		want = k.c.AppendNumbered(nil, in.Value, insp, id)
+	default:
+		rep.problem(&rep.Mismatched, "%s is %s but reached the output", srcKey, insp.Class())
+		return
+	}
+	if !bytes.Equal(o.Value, want) {
+		rep.problem(&rep.Mismatched, "output for %s: value %q, want %q", srcKey, o.Value, want)
+	}
+	sameRecord(rep, srcKey, in, o)
+	k.order = append(k.order, placed{src: in, out: o, id: id, renewed: insp.Kind == codec.NeedsNumber})
+}
+
+// source finds the input record that r (an output or a dead letter,
+// what) came from and counts it as seen; nil if r names no input.
+func (k *checker) source(what string, r *kgo.Record) (*kgo.Record, string) {
+	srcKey, _ := Header(r, codec.HeaderSource)
+	in, ok := k.byKey[srcKey]
+	if !ok {
+		k.rep.problem(&k.rep.Unattributed, "%s %s/%d/%d has source %q, not an input record", what, r.Topic, r.Partition, r.Offset, srcKey)
+		return nil, srcKey
+	}
+	k.seen[srcKey]++
+	return in, srcKey
+}
+
+// deadLetter accounts for one record of the DLQ.
+func (k *checker) deadLetter(d *kgo.Record) {
+	rep := &k.rep
+	in, srcKey := k.source("dead letter", d)
+	if in == nil {
+		return
+	}
+	rep.DLQ++
+	if !bytes.Equal(d.Value, in.Value) {
+		rep.problem(&rep.Mismatched, "dead letter for %s: bytes changed", srcKey)
+	}
+	if class, _ := Header(d, codec.HeaderErrorClass); class == "" {
+		rep.problem(&rep.Mismatched, "dead letter for %s has no %s header", srcKey, codec.HeaderErrorClass)
+	}
+	sameRecord(rep, srcKey, in, d)
+}
+
+// tally counts the inputs lost and duplicated.
+func (k *checker) tally() {
+	rep := &k.rep
+	for key := range k.byKey {
+		switch n := k.seen[key]; {
 		case n == 0:
 			rep.Lost++
 			if len(rep.Problems) < 5 {
-				rep.Problems = append(rep.Problems, "lost "+k)
+				rep.Problems = append(rep.Problems, "lost "+key)
 			}
 		case n > 1:
 			var extra int
-			rep.problem(&extra, "%s appears %d times", k, n)
+			rep.problem(&extra, "%s appears %d times", key, n)
 			rep.Duplicated += n - 1
 		}
 	}
-	rep.Unique = len(numbers)
+	rep.Unique = len(k.numbers)
+}
 
-	// Order: within each input partition, sorted by where the worker wrote
-	// them, input offsets and new numbers increase.
+// checkOrder: within each input partition, sorted by where the worker
+// wrote them, input offsets and new numbers increase.
+func (k *checker) checkOrder() {
+	rep := &k.rep
+	order := k.order
 	sort.SliceStable(order, func(i, j int) bool {
 		a, b := order[i].out, order[j].out
 		if a.Partition != b.Partition {
@@ -187,7 +226,6 @@ func Check(c *codec.Codec, inputs, outputs, dlq []*kgo.Record) Report {
 			lastID[k] = p.id
 		}
 	}
-	return rep
 }
 
 // sameRecord checks what the worker keeps: key, timestamp, and the input's

@@ -1,4 +1,7 @@
-package pipeline
+// Package replay runs bounded, resumable replays: the worker over an offset
+// range of one input topic, in a consumer group of its own, ending once
+// every partition has reached its bound.
+package replay
 
 import (
 	"context"
@@ -12,6 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/internal/eos"
+	"github.com/flakestream/flakestream/pipeline"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -57,8 +63,8 @@ func ParseBound(s string) (Bound, error) {
 	return b, nil
 }
 
-// ReplayConfig is one bounded replay of Input[From, To) into Output.
-type ReplayConfig struct {
+// Config is one bounded replay of Input[From, To) into Output.
+type Config struct {
 	Brokers   []string
 	KafkaOpts []kgo.Opt
 	Input     string
@@ -74,7 +80,7 @@ type ReplayConfig struct {
 	RedisPrefix string
 	// Worker options: numbers, codec, idempotency, logger, metrics. The
 	// replay sets brokers, topics, group and transactional ID itself.
-	Worker []Opt
+	Worker []pipeline.Opt
 	// Progress is called after every committed transaction (and once at
 	// the start) with the records done and the total of the range.
 	Progress func(done, total int64)
@@ -86,26 +92,26 @@ type Range struct {
 	To   int64 `json:"to"`
 }
 
-// ReplayID returns the default ID of a replay: a hash of what it replays.
-func ReplayID(input, output string, from, to Bound) string {
+// ID returns the default ID of a replay: a hash of what it replays.
+func ID(input, output string, from, to Bound) string {
 	sum := sha256.Sum256([]byte(input + "\x00" + output + "\x00" + from.text + "\x00" + to.text))
 	return hex.EncodeToString(sum[:6])
 }
 
-// Replay runs a bounded, exactly-once, resumable replay. It reads the input
+// Run runs a bounded, exactly-once, resumable replay. It reads the input
 // with a consumer group of its own (so the live worker's offsets are never
 // touched), produces like the worker, and returns once every partition has
 // reached its bound, including a bound that falls on transaction markers,
 // which consumers never see as records. Killed and run again with the same
 // arguments, it continues from its last committed transaction.
-func Replay(ctx context.Context, rc ReplayConfig) (map[int32]Range, error) {
+func Run(ctx context.Context, rc Config) (map[int32]Range, error) {
 	if rc.ID == "" {
-		rc.ID = ReplayID(rc.Input, rc.Output, rc.From, rc.To)
+		rc.ID = ID(rc.Input, rc.Output, rc.From, rc.To)
 	}
 	group := "flakestream-replay-" + rc.ID
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(rc.Brokers...)}, rc.KafkaOpts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: kafka client: %v", ErrFatal, err)
+		return nil, fmt.Errorf("%w: kafka client: %w", pipeline.ErrFatal, err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
@@ -145,24 +151,21 @@ func Replay(ctx context.Context, rc ReplayConfig) (map[int32]Range, error) {
 	if finished {
 		return ranges, nil
 	}
-	opts := append([]Opt{}, rc.Worker...)
-	opts = append(opts, Brokers(rc.Brokers...), InputTopics(rc.Input), OutputTopic(rc.Output),
-		Group(group), TransactionalID(group), KafkaOpts(rc.KafkaOpts...), func(c *cfg) {
-			c.keepControl = true
-			c.stopAt = map[string]map[int32]int64{rc.Input: stop}
-			c.afterCommit = func(offs map[string]map[int32]kgo.EpochOffset) bool {
-				flat := map[int32]int64{}
-				for p, eo := range offs[rc.Input] {
-					flat[p] = eo.Offset
-				}
-				n, all := done(flat)
-				if rc.Progress != nil {
-					rc.Progress(n, total)
-				}
-				return all
+	opts := append([]pipeline.Opt{}, rc.Worker...)
+	opts = append(opts, pipeline.Brokers(rc.Brokers...), pipeline.InputTopics(rc.Input), pipeline.OutputTopic(rc.Output),
+		pipeline.Group(group), pipeline.TransactionalID(group), pipeline.KafkaOpts(rc.KafkaOpts...),
+		pipeline.Bounded(map[string]map[int32]int64{rc.Input: stop}, func(offs map[string]map[int32]kgo.EpochOffset) bool {
+			flat := map[int32]int64{}
+			for p, eo := range offs[rc.Input] {
+				flat[p] = eo.Offset
 			}
-		})
-	w, err := NewWorker(opts...)
+			n, all := done(flat)
+			if rc.Progress != nil {
+				rc.Progress(n, total)
+			}
+			return all
+		}))
+	w, err := pipeline.NewWorker(opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -178,8 +181,8 @@ func Replay(ctx context.Context, rc ReplayConfig) (map[int32]Range, error) {
 // resolveRanges turns the bounds into offsets, once: the first run stores
 // them in Redis and every resumed run reads them back, so "end" stays the
 // high watermarks of the first start.
-func resolveRanges(ctx context.Context, adm *kadm.Client, rc ReplayConfig) (map[int32]Range, error) {
-	key := rc.RedisPrefix + ":replay:" + rc.ID
+func resolveRanges(ctx context.Context, adm *kadm.Client, rc Config) (map[int32]Range, error) {
+	key := idgen.ReplayKey(rc.RedisPrefix, rc.ID)
 	if rc.Redis != nil {
 		if b, err := rc.Redis.Get(ctx, key).Bytes(); err == nil {
 			var ranges map[int32]Range
@@ -190,63 +193,15 @@ func resolveRanges(ctx context.Context, adm *kadm.Client, rc ReplayConfig) (map[
 			return nil, fmt.Errorf("read replay bounds from redis: %w", err)
 		}
 	}
-	starts, err := adm.ListStartOffsets(ctx, rc.Input)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: start offsets of %s: %v", ErrFatal, rc.Input, err)
-	}
-	ends, err := adm.ListEndOffsets(ctx, rc.Input)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: end offsets of %s: %v", ErrFatal, rc.Input, err)
-	}
-	at := func(b Bound, edge string) (map[int32]int64, error) {
-		out := map[int32]int64{}
-		var timed kadm.ListedOffsets
-		if !b.Time.IsZero() {
-			if timed, err = adm.ListOffsetsAfterMilli(ctx, b.Time.UnixMilli(), rc.Input); err == nil {
-				err = timed.Error()
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%w: offsets of %s after %s: %v", ErrFatal, rc.Input, b.text, err)
-			}
-		}
-		for p, s := range starts[rc.Input] {
-			e := ends[rc.Input][p].Offset
-			switch {
-			case b.Edge == "start":
-				out[p] = s.Offset
-			case b.Edge == "end":
-				out[p] = e
-			case !b.Time.IsZero():
-				out[p] = timed[rc.Input][p].Offset
-			default:
-				o, ok := b.Offsets[p]
-				switch {
-				case !ok && edge == "start":
-					o = s.Offset
-				case !ok:
-					o = e
-				}
-				out[p] = min(max(o, s.Offset), e)
-			}
-		}
-		for p := range b.Offsets {
-			if _, ok := starts[rc.Input][p]; !ok {
-				return nil, fmt.Errorf("%w: %s has no partition %d", ErrBound, rc.Input, p)
-			}
-		}
-		return out, nil
-	}
-	from, err := at(rc.From, "start")
+	edges, err := listEdges(ctx, adm, rc.Input)
 	if err != nil {
 		return nil, err
 	}
-	to, err := at(rc.To, "end")
+	from, err := edges.at(ctx, adm, rc.From, "start")
+	if err != nil {
+		return nil, err
+	}
+	to, err := edges.at(ctx, adm, rc.To, "end")
 	if err != nil {
 		return nil, err
 	}
@@ -270,19 +225,94 @@ func resolveRanges(ctx context.Context, adm *kadm.Client, rc ReplayConfig) (map[
 	return ranges, nil
 }
 
+// edges are a topic's start and end offsets.
+type edges struct {
+	topic       string
+	starts, end kadm.ListedOffsets
+}
+
+func listEdges(ctx context.Context, adm *kadm.Client, topic string) (*edges, error) {
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: start offsets of %s: %w", pipeline.ErrFatal, topic, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: end offsets of %s: %w", pipeline.ErrFatal, topic, err)
+	}
+	return &edges{topic: topic, starts: starts, end: ends}, nil
+}
+
+// at resolves bound b to an offset per partition, within the topic's
+// edges; a partition that b's offsets leave out takes edge ("start" or
+// "end").
+func (e *edges) at(ctx context.Context, adm *kadm.Client, b Bound, edge string) (map[int32]int64, error) {
+	out := map[int32]int64{}
+	var timed kadm.ListedOffsets
+	if !b.Time.IsZero() {
+		var err error
+		if timed, err = adm.ListOffsetsAfterMilli(ctx, b.Time.UnixMilli(), e.topic); err == nil {
+			err = timed.Error()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: offsets of %s after %s: %w", pipeline.ErrFatal, e.topic, b.text, err)
+		}
+	}
+	for p, s := range e.starts[e.topic] {
+		end := e.end[e.topic][p].Offset
+		switch {
+		case b.Edge == "start":
+			out[p] = s.Offset
+		case b.Edge == "end":
+			out[p] = end
+		case !b.Time.IsZero():
+			out[p] = timed[e.topic][p].Offset
+		default:
+			o, ok := b.Offsets[p]
+			switch {
+			case !ok && edge == "start":
+				o = s.Offset
+			case !ok:
+				o = end
+			}
+			out[p] = min(max(o, s.Offset), end)
+		}
+	}
+	for p := range b.Offsets {
+		if _, ok := e.starts[e.topic][p]; !ok {
+			return nil, fmt.Errorf("%w: %s has no partition %d", ErrBound, e.topic, p)
+		}
+	}
+	return out, nil
+}
+
 // seedGroup commits the range starts for a replay group that has no
 // offsets yet, so the replay starts at --from; a group that has offsets (a
 // resumed replay) keeps them. It returns the group's offsets.
 func seedGroup(ctx context.Context, adm *kadm.Client, group, topic string, ranges map[int32]Range) (map[int32]int64, error) {
-	fetched, err := adm.FetchOffsets(ctx, group)
-	if err == nil {
-		err = fetched.Error()
+	var fetched kadm.OffsetResponses
+	var err error
+	// A broker that has just started may not have its group coordinator
+	// yet; that passes within seconds.
+	for attempt := 0; ; attempt++ {
+		if fetched, err = adm.FetchOffsets(ctx, group); err == nil {
+			err = fetched.Error()
+		}
+		if err == nil || !kerr.IsRetriable(err) || attempt == 20 || eos.Sleep(ctx, 250*time.Millisecond) != nil {
+			break
+		}
 	}
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		err = nil // a new replay
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: offsets of replay group %s: %v", ErrFatal, group, err)
+		return nil, fmt.Errorf("%w: offsets of replay group %s: %w", pipeline.ErrFatal, group, err)
 	}
 	have := map[int32]int64{}
 	fetched.Each(func(o kadm.OffsetResponse) {
@@ -308,7 +338,7 @@ func seedGroup(ctx context.Context, adm *kadm.Client, group, topic string, range
 		err = resp.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: seed replay group %s: %v", ErrFatal, group, err)
+		return nil, fmt.Errorf("%w: seed replay group %s: %w", pipeline.ErrFatal, group, err)
 	}
 	return have, nil
 }

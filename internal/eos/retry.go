@@ -1,26 +1,20 @@
-package pipeline
+package eos
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
 )
 
-// retry is the backoff of a consume loop whose batches can fail for passing
-// reasons (Redis down, a produce error) or fatal ones. The worker and the
-// auditor share it, so both treat failures the same way.
+// retry is the backoff of the loop, whose batches can fail for passing
+// reasons (Redis down, a produce error) or fatal ones.
 type retry struct {
 	min, max, cur time.Duration
 	log           *slog.Logger
 	last          *atomic.Pointer[error] // the last failure, nil after a success: what Ready reports
 	what          string                 // the log line of a failed batch
-}
-
-func newRetry(min, max time.Duration, log *slog.Logger, last *atomic.Pointer[error], what string) *retry {
-	return &retry{min: min, max: max, cur: min, log: log, last: last, what: what}
 }
 
 // after decides what the loop does once a batch ended with err: carry on
@@ -33,22 +27,19 @@ func (r *retry) after(ctx context.Context, err error) (stop bool, ret error) {
 		r.cur = r.min
 		r.last.Store(nil)
 		return false, nil
-	case errors.Is(err, ErrFatal):
+	case errors.Is(err, ErrFatal), errors.Is(err, ErrMissingTopic):
 		return true, err
 	case ctx.Err() != nil:
 		return true, nil
 	}
 	r.last.Store(&err)
 	r.log.Warn(r.what, "err", err, "retry_in", r.cur)
-	if sleep(ctx, r.cur) != nil {
+	if Sleep(ctx, r.cur) != nil {
 		return true, nil
 	}
 	r.cur = min(2*r.cur, r.max)
 	return false, nil
 }
-
-// errRestartSession asks for a new Kafka client and session.
-var errRestartSession = errors.New("pipeline: kafka session must be restarted")
 
 // sessions runs session until it ends for any reason but errRestartSession.
 // That error means the client could not begin or end a transaction (a
@@ -67,12 +58,14 @@ func (r *retry) sessions(ctx context.Context, session func() error) error {
 	}
 }
 
-// txnError classifies an error from beginning or ending a transaction (op):
-// fencing and authorization are fatal, anything else asks for a new
-// session.
-func txnError(op, txnID string, err error) error {
-	if isFatalKafka(err) {
-		return fmt.Errorf("%w: %s: %v (another instance with transactional ID %q has fenced this one, or it is not authorized)", ErrFatal, op, err, txnID)
+// Sleep waits d or until ctx ends, and then returns ctx.Err().
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
-	return fmt.Errorf("%w: %s: %v", errRestartSession, op, err)
 }

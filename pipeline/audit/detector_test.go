@@ -1,7 +1,6 @@
-package pipeline
+package audit
 
 import (
-	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strconv"
@@ -230,137 +229,6 @@ func TestDetectorObserve(t *testing.T) {
 	}
 }
 
-func TestDupWindowShape(t *testing.T) {
-	l30, err := idgen.NewLayout(idgen.DefaultEpoch, 30, 10, 10, 13)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases := []struct {
-		name    string
-		l       idgen.Layout
-		window  time.Duration
-		compact bool
-		spanMs  int64
-	}{
-		{"default layout, 10m", idgen.DefaultLayout(), 10 * time.Minute, true, 1024},
-		{"default layout, 1s", idgen.DefaultLayout(), time.Second, true, 8},
-		{"default layout, 7 days", idgen.DefaultLayout(), 7 * 24 * time.Hour, false, 8 << 20},
-		{"33 low bits", l30, 10 * time.Minute, false, 8192},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			w := newDupWindow(c.l, c.window, 100)
-			if w.compact != c.compact || w.spanMs() != c.spanMs {
-				t.Fatalf("compact %v span %dms, want %v %dms", w.compact, w.spanMs(), c.compact, c.spanMs)
-			}
-			if cover := (w.n - 1) * w.spanMs(); cover < c.window.Milliseconds() || cover > c.window.Milliseconds()*102/100+w.spanMs() {
-				t.Fatalf("%d buckets of %dms cover %dms, want the window %s", w.n, w.spanMs(), cover, c.window)
-			}
-			// Every kind of number round-trips: first and last of a bucket.
-			b := (c.l.EpochMs() + 123456) >> w.shift
-			first, last := b<<w.shift<<w.timeShift, (b+1)<<w.shift<<w.timeShift-1
-			for _, id := range []int64{first, last, first + 1} {
-				if w.contains(id) || !w.add(id, 1<<62) || !w.contains(id) || w.add(id, 1<<62) {
-					t.Fatalf("number %d: add/contains disagree", id)
-				}
-			}
-		})
-	}
-}
-
-// A number leaves the window when the newest number is a window ahead of
-// it, in number time; a number from far ahead does not move the window.
-func TestDupWindowExpiry(t *testing.T) {
-	l := idgen.DefaultLayout()
-	w := newDupWindow(l, time.Minute, 1000)
-	limit := w.bucketOf(mustCompose(t, l, testNow.Add(5*time.Second), 0, 0, 0))
-	old := mustCompose(t, l, testNow.Add(-time.Minute), 1, 1, 0)
-	w.add(old, limit)
-	w.add(mustCompose(t, l, testNow.Add(-30*time.Second), 1, 1, 0), limit)
-	if w.add(mustCompose(t, l, testNow.Add(time.Hour), 1, 1, 0), limit) || w.watermark > limit {
-		t.Fatalf("a number an hour ahead was remembered or moved the watermark")
-	}
-	if !w.contains(old) {
-		t.Fatal("the oldest number was forgotten within the window")
-	}
-	w.add(mustCompose(t, l, testNow.Add(2*time.Second), 1, 1, 0), limit)
-	if w.contains(old) || w.entries != 2 {
-		t.Fatalf("a window later: old still there %v, entries %d (want 2)", w.contains(old), w.entries)
-	}
-	if w.add(old, limit) {
-		t.Fatal("a number older than the window was remembered")
-	}
-}
-
-// Past maxEntries the oldest bucket goes, the eviction is counted, the
-// window is effectively shorter, and numbers from before it are no longer
-// remembered.
-func TestDupWindowEviction(t *testing.T) {
-	l := idgen.DefaultLayout()
-	w := newDupWindow(l, 10*time.Minute, 100)
-	limit := int64(1 << 62)
-	var firsts []int64
-	for s := range 5 {
-		for i := range int64(30) {
-			id := mustCompose(t, l, testNow.Add(time.Duration(s)*2*time.Second), 1, 1, i)
-			if i == 0 {
-				firsts = append(firsts, id)
-			}
-			w.add(id, limit)
-			if w.entries > 100 {
-				t.Fatalf("%d entries, cap 100", w.entries)
-			}
-		}
-	}
-	if w.evictions != 2 || w.contains(firsts[0]) || w.contains(firsts[1]) || !w.contains(firsts[2]) {
-		t.Fatalf("evictions %d; first bucket kept %v, second %v, third %v", w.evictions,
-			w.contains(firsts[0]), w.contains(firsts[1]), w.contains(firsts[2]))
-	}
-	if w.add(firsts[0], limit) {
-		t.Fatal("a number from an evicted bucket was remembered again")
-	}
-	if eff := w.effectiveMs(); eff >= 10*time.Minute.Milliseconds() || eff < 4096 {
-		t.Fatalf("effective window %dms after evictions", eff)
-	}
-	// One bucket alone over the cap keeps filling, dropping itself.
-	w2 := newDupWindow(l, time.Minute, 10)
-	for i := range int64(25) {
-		w2.add(mustCompose(t, l, testNow, 1, 1, i), limit)
-	}
-	if w2.entries > 10 || w2.evictions != 2 {
-		t.Fatalf("one full bucket: entries %d evictions %d", w2.entries, w2.evictions)
-	}
-}
-
-// idSet behaves as a set, zero included.
-func TestIDSet(t *testing.T) {
-	var s32 idSet[uint32]
-	var s64 idSet[uint64]
-	ref := map[uint64]bool{}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 20000 {
-		k := rng.Uint64N(5000)
-		if k%97 == 0 {
-			k = 0
-		}
-		if a, b := s32.add(uint32(k)), s64.add(k); a != !ref[k] || b != !ref[k] {
-			t.Fatalf("add(%d) = %v %v with the key present: %v", k, a, b, ref[k])
-		}
-		ref[k] = true
-	}
-	for k := range uint64(6000) {
-		if s32.has(uint32(k)) != ref[k] || s64.has(k) != ref[k] {
-			t.Fatalf("has(%d) wrong", k)
-		}
-	}
-	if s32.n != len(ref) || s64.n != len(ref) {
-		t.Fatalf("n %d %d, want %d", s32.n, s64.n, len(ref))
-	}
-	if load := float64(s64.n) / float64(len(s64.slots)); load > 0.75 || load < 0.375 {
-		t.Fatalf("load %.2f outside 3/8..3/4", load)
-	}
-}
-
 // FuzzDetector feeds arbitrary values and headers through the detector.
 // Invariants, for any bytes:
 //   - audit never panics, and every record gets an audit record;
@@ -433,13 +301,14 @@ func FuzzDetector(f *testing.F) {
 // metrics and the live page, in batches of 10,000 records over 4
 // partitions.
 func BenchmarkAuditBatch(b *testing.B) {
-	a, err := NewAuditor(AuditBrokers("x"), AuditInputTopics("t"), AuditTopic("t.audit"), AuditInstanceID("b"))
+	a, err := New(Brokers("x"), InputTopics("t"), Topic("t.audit"), InstanceID("b"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	l := idgen.DefaultLayout()
 	const n = 10000
-	batch := &auditBatch{in: make([]*kgo.Record, n)}
+	batch := &a.b
+	batch.in = make([]*kgo.Record, n)
 	src := []byte("orders/0/0")
 	start := time.Now().Add(-time.Minute)
 	round := 0
@@ -456,8 +325,7 @@ func BenchmarkAuditBatch(b *testing.B) {
 		b.StartTimer()
 		a.det.begin()
 		batch.build(a.det, "t.audit", 4)
-		a.det.commit()
-		if err := a.committed(batch); err != nil {
+		if err := a.Committed(); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package pipeline
+package idgen
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/flakestream/flakestream/idgen"
 )
 
 // counter is a Numberer handing out 0, 1, 2, ... and failing while broken.
@@ -32,7 +30,7 @@ func (c *counter) AppendN(_ context.Context, dst []int64, n int) ([]int64, error
 // Numbers taken from a prefetcher, by one caller or several, strictly
 // increase in the order each caller takes them, and none is handed out twice.
 func TestPrefetcherKeepsOrder(t *testing.T) {
-	g, err := idgen.New(idgen.Settings{Sequencer: idgen.NewMemorySequencer(nil)})
+	g, err := New(Settings{Sequencer: NewMemorySequencer(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package pipeline
+package audit
 
 import (
 	"context"
@@ -101,7 +101,7 @@ func TestAuditAbortedTransactionIsNotADuplicate(t *testing.T) {
 	failed := failFirstProduce(t, k, audit)
 	recs := cleanStream(t, topic, 3, 3000, time.Now().Add(-time.Second))
 	produceTo(t, k, recs...)
-	run := startAuditor(t, k.Addrs, AuditInputTopics(topic), AuditTopic(audit), AuditGroup(topic+"-audit"), AuditInstanceID("a"))
+	run := startAuditor(t, k.Addrs, InputTopics(topic), Topic(audit), Group(topic+"-audit"), InstanceID("a"))
 	waitAudited(t, int64(len(recs)), run)
 	requireClean(t, k, audit, 3, len(recs))
 	if s := run.a.Stats(); !failed.Load() || s.Aborted == 0 || s.Anomalies["duplicate"] != 0 {
@@ -119,13 +119,13 @@ func TestAuditRebalance(t *testing.T) {
 	audit := topic + ".audit"
 	k.CreateTopic(t, audit, 6)
 	recs := cleanStream(t, topic, 6, 12000, time.Now().Add(-10*time.Second))
-	opts := []AuditOpt{AuditInputTopics(topic), AuditTopic(audit), AuditGroup(topic + "-audit"), AuditMaxPollRecords(300)}
+	opts := []Opt{InputTopics(topic), Topic(audit), Group(topic + "-audit"), MaxPollRecords(300)}
 	chunk := func(i int) { produceTo(t, k, recs[i*1000:(i+1)*1000]...); time.Sleep(100 * time.Millisecond) }
-	a := startAuditor(t, k.Addrs, append(opts, AuditInstanceID("a"))...)
+	a := startAuditor(t, k.Addrs, append(opts, InstanceID("a"))...)
 	for i := range 4 {
 		chunk(i)
 	}
-	b := startAuditor(t, k.Addrs, append(opts, AuditInstanceID("b"))...)
+	b := startAuditor(t, k.Addrs, append(opts, InstanceID("b"))...)
 	for i := 4; i < 8; i++ {
 		chunk(i)
 	}
@@ -155,8 +155,8 @@ func TestAuditCatchUpAfterRestart(t *testing.T) {
 			k.CreateTopic(t, audit, 2)
 			recs := cleanStream(t, topic, 2, 200, time.Now().Add(-2*time.Second))
 			produceTo(t, k, recs...)
-			opts := []AuditOpt{AuditInputTopics(topic), AuditTopic(audit), AuditGroup(topic + "-audit"), AuditInstanceID("a"),
-				AuditCatchUp(on, 20*time.Second)}
+			opts := []Opt{InputTopics(topic), Topic(audit), Group(topic + "-audit"), InstanceID("a"),
+				CatchUp(on, 20*time.Second)}
 			first := startAuditor(t, k.Addrs, opts...)
 			waitAudited(t, 200, first)
 			first.stop(t)
@@ -196,7 +196,7 @@ func TestAuditStdoutOnly(t *testing.T) {
 	recs := cleanStream(t, topic, 2, 500, time.Now().Add(-time.Second))
 	produceTo(t, k, recs...)
 	var out lockedBuffer
-	opts := []AuditOpt{AuditInputTopics(topic), AuditGroup(topic + "-audit"), AuditStdout(&out)}
+	opts := []Opt{InputTopics(topic), Group(topic + "-audit"), Stdout(&out)}
 	run := startAuditor(t, k.Addrs, opts...)
 	waitAudited(t, 500, run)
 	run.stop(t)

@@ -1,4 +1,4 @@
-package pipeline
+package audit
 
 import (
 	"time"
@@ -251,41 +251,15 @@ func (d *detector) observe(r *kgo.Record, now time.Time) {
 // partition whose offsets were moved back behind it.
 func (d *detector) forget(k partKey) { delete(d.last, k) }
 
-// numberOf finds a record's number: the HeaderNumber header if there is one
-// (the last, as the worker appends its own after the input's), else the
-// number field of the JSON value. ok is false when neither holds a canonical
-// decimal in 0..2^63-1; a header that is present but bad does not fall back
-// to the field, since it means the record is not what it claims to be.
+// numberOf finds a record's number as codec.RecordNumber says, from the
+// last HeaderNumber header (the worker appends its own after the input's).
 func numberOf(r *kgo.Record, field string) (int64, bool) {
 	for i := len(r.Headers) - 1; i >= 0; i-- {
 		if r.Headers[i].Key == codec.HeaderNumber {
-			return parseNumber(r.Headers[i].Value)
+			return codec.RecordNumber(r.Headers[i].Value, true, nil, field)
 		}
 	}
-	raw, ok, err := codec.Field(r.Value, field)
-	if err != nil || !ok {
-		return 0, false
-	}
-	return parseNumber(raw)
-}
-
-// parseNumber parses a canonical decimal int64 in 0..2^63-1: digits only,
-// no sign, no leading zero, as the worker writes and accepts numbers.
-func parseNumber(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 19 || (b[0] == '0' && len(b) > 1) {
-		return 0, false
-	}
-	var n uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + uint64(c-'0')
-	}
-	if n > 1<<63-1 {
-		return 0, false
-	}
-	return int64(n), true
+	return codec.RecordNumber(nil, false, r.Value, field)
 }
 
 // sourceOf returns the record's HeaderSource when it is a well-formed UTF-8

@@ -1,4 +1,4 @@
-package pipeline
+package audit
 
 import (
 	"cmp"
@@ -95,7 +95,6 @@ func newAuditMetrics(reg prometheus.Registerer, l idgen.Layout) *auditMetrics {
 // committed updates the metrics that do not go through the live state.
 func (m *auditMetrics) committed(b *auditBatch, d *detector) {
 	m.records.Add(float64(len(b.recs)))
-	m.txns.WithLabelValues("committed").Inc()
 	m.dupEntries.Store(int64(d.dups.entries))
 	m.dupEvictions.Store(int64(d.dups.evictions))
 	m.unchecked.Store(int64(d.unchecked))
@@ -140,7 +139,7 @@ func (r *secondRing) series(now int64) []int64 {
 // liveState is what the live page shows: committed counts, rolling rates
 // and the latest audit records. HTTP handlers read it while Run writes it.
 type liveState struct {
-	cfg *auditCfg
+	cfg *cfg
 	m   *auditMetrics
 
 	mu        sync.Mutex
@@ -159,7 +158,7 @@ type liveState struct {
 	lastBatch time.Time
 }
 
-func newLiveState(c *auditCfg, m *auditMetrics) *liveState {
+func newLiveState(c *cfg, m *auditMetrics) *liveState {
 	return &liveState{cfg: c, m: m, pairs: map[[2]int64]*pairState{},
 		recent: make([][]byte, 0, c.recent), flagged: make([][]byte, 0, c.recent)}
 }
@@ -260,7 +259,7 @@ type liveSummary struct {
 	NowMs       int64            `json:"now_ms"`
 	Ready       string           `json:"ready"` // "" when ready, else why not
 	Inputs      []string         `json:"inputs"`
-	AuditTopic  string           `json:"audit_topic"`
+	Topic       string           `json:"audit_topic"`
 	Group       string           `json:"group"`
 	Layout      string           `json:"layout"`
 	DupWindowMs int64            `json:"dup_window_ms"`
@@ -301,7 +300,7 @@ type dupSummary struct {
 func (s *liveState) summary(now time.Time, ready error) liveSummary {
 	c := s.cfg
 	sum := liveSummary{
-		NowMs: now.UnixMilli(), Inputs: c.inputs, AuditTopic: c.auditTopic, Group: c.group,
+		NowMs: now.UnixMilli(), Inputs: c.eos.Topics, Topic: c.auditTopic, Group: c.eos.Group,
 		Layout: c.layout.String(), DupWindowMs: c.dupWindow.Milliseconds(), MaxSkewMs: c.maxSkew.Milliseconds(),
 		MaxLagMs: c.maxLag.Milliseconds(), Kinds: anomalyKinds[:], Anomalies: map[string]int64{},
 		ConsumerLag: int64(gaugeSum(s.m.lag)), Servers: sortedIDs(c.servers), Workers: sortedIDs(c.workers),

@@ -1,4 +1,4 @@
-package pipeline
+package idgen
 
 import (
 	"context"
@@ -7,6 +7,12 @@ import (
 	"sync/atomic"
 	"time"
 )
+
+// Numberer issues increasing numbers in blocks. *Generator is one, and so
+// is *Prefetcher.
+type Numberer interface {
+	AppendN(ctx context.Context, dst []int64, n int) ([]int64, error)
+}
 
 // Prefetcher reserves numbers ahead of need, in the background, so that a
 // batch finds them ready instead of waiting for Redis round trips and
@@ -77,8 +83,10 @@ func (p *Prefetcher) run(ctx context.Context) {
 			return
 		}
 		if err != nil {
-			if sleep(ctx, backoff) != nil {
+			select {
+			case <-ctx.Done():
 				return
+			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, 2*time.Second)
 			continue
@@ -116,7 +124,7 @@ func (p *Prefetcher) AppendN(ctx context.Context, dst []int64, n int) ([]int64, 
 	return dst, nil
 }
 
-var errPrefetcherClosed = errors.New("pipeline: number prefetcher closed")
+var errPrefetcherClosed = errors.New("idgen: number prefetcher closed")
 
 // Forget makes every number reserved so far unusable (gaps): only blocks
 // whose reservation starts after Forget are handed out. A worker calls it

@@ -1,8 +1,10 @@
-package pipeline
+package audit
 
 import (
 	"context"
 	"fmt"
+	"github.com/flakestream/flakestream/internal/pipetest"
+	"github.com/flakestream/flakestream/pipeline"
 	"io"
 	"net/http"
 	"os"
@@ -50,11 +52,11 @@ func artifactDir(t *testing.T) string {
 // The page is served from the binary with a policy that forbids anything
 // from elsewhere, and the summary it polls is JSON.
 func TestAuditPageServes(t *testing.T) {
-	a, err := NewAuditor(AuditBrokers("127.0.0.1:1"), AuditInputTopics("orders.numbered"))
+	a, err := New(Brokers("127.0.0.1:1"), InputTopics("orders.numbered"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr, err := Serve(t.Context(), "127.0.0.1:0", prometheus.NewRegistry(), a.Ready, a.Handlers(), testLogger(t))
+	addr, err := pipeline.Serve(t.Context(), "127.0.0.1:0", prometheus.NewRegistry(), a.Ready, a.Handlers(), pipetest.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,9 +93,9 @@ func TestAuditLivePage(t *testing.T) {
 	audit := topic + ".audit"
 	k.CreateTopic(t, audit, 2)
 	reg := prometheus.NewRegistry()
-	run := startAuditor(t, k.Addrs, AuditInputTopics(topic), AuditTopic(audit), AuditGroup(topic+"-audit"),
-		AuditInstanceID("page"), AuditAllowedServers(1), AuditRegisterer(reg))
-	addr, err := Serve(t.Context(), "127.0.0.1:0", reg, run.a.Ready, run.a.Handlers(), testLogger(t))
+	run := startAuditor(t, k.Addrs, InputTopics(topic), Topic(audit), Group(topic+"-audit"),
+		InstanceID("page"), AllowedServers(1), Registerer(reg))
+	addr, err := pipeline.Serve(t.Context(), "127.0.0.1:0", reg, run.a.Ready, run.a.Handlers(), pipetest.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

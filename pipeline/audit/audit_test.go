@@ -1,9 +1,11 @@
-package pipeline
+package audit
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/flakestream/flakestream/internal/pipetest"
+	"github.com/flakestream/flakestream/pipeline"
 	"reflect"
 	"strconv"
 	"strings"
@@ -23,42 +25,35 @@ import (
 
 // auditRun is an auditor running in a goroutine of the test.
 type auditRun struct {
-	a      *Auditor
-	cancel context.CancelFunc
-	done   chan error
+	a *Auditor
+	*pipetest.Running
 }
 
 // startAuditor runs an auditor on brokers until stop or the end of the test.
-func startAuditor(t testing.TB, brokers []string, opts ...AuditOpt) *auditRun {
+func startAuditor(t testing.TB, brokers []string, opts ...Opt) *auditRun {
 	t.Helper()
-	base := []AuditOpt{AuditBrokers(brokers...), AuditTransactionTimeout(5 * time.Second),
-		AuditBackoff(50*time.Millisecond, 500*time.Millisecond), AuditLogger(testLogger(t)), AuditCatchUp(true, 20*time.Second)}
-	a, err := NewAuditor(append(base, opts...)...)
+	base := []Opt{Brokers(brokers...), TransactionTimeout(5 * time.Second),
+		Backoff(50*time.Millisecond, 500*time.Millisecond), Logger(pipetest.Logger(t)), CatchUp(true, 20*time.Second)}
+	a, err := New(append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &auditRun{a: a, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- a.Run(ctx) }()
-	t.Cleanup(func() { r.stop(t) })
-	return r
+	return &auditRun{a: a, Running: pipetest.Go(t, "auditor", a.Run)}
 }
 
-func (r *auditRun) stop(t testing.TB) {
+func (r *auditRun) stop(t testing.TB) { r.Stop(t) }
+
+// startWorker runs the worker that numbers e's input into e's output.
+func startWorker(t testing.TB, e *pipetest.Env) {
 	t.Helper()
-	if r.cancel == nil {
-		return
+	w, err := pipeline.NewWorker(pipeline.Brokers(e.Kafka.Addrs...), pipeline.InputTopics(e.Input),
+		pipeline.OutputTopic(e.Out), pipeline.DLQTopic(e.DLQ), pipeline.Group(e.Group), pipeline.InstanceID("w"),
+		pipeline.Numbers(e.Generator(t, 1)), pipeline.Codec(e.Codec), pipeline.TransactionTimeout(5*time.Second),
+		pipeline.Logger(pipetest.Logger(t)))
+	if err != nil {
+		t.Fatal(err)
 	}
-	r.cancel()
-	r.cancel = nil
-	select {
-	case err := <-r.done:
-		if err != nil {
-			t.Errorf("auditor: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Errorf("auditor did not stop within 30s")
-	}
+	pipetest.Go(t, "worker", w.Run)
 }
 
 // waitAudited waits until the auditors together have audited n records.
@@ -155,14 +150,14 @@ func (tp *thirdParty) add(p int32, value string, number int64, ts time.Time, wan
 // each injected fault is flagged with exactly its anomaly, and every clean
 // record with none.
 func TestAuditEndToEnd(t *testing.T) {
-	e := newEnv(t, 3)
-	third := e.kafka.NewTopic(t, 4)
+	e := pipetest.NewEnv(t, 3)
+	third := e.Kafka.NewTopic(t, 4)
 	auditTopic := third + ".audit"
-	e.kafka.CreateTopic(t, auditTopic, 2)
+	e.Kafka.CreateTopic(t, auditTopic, 2)
 
 	// The worker numbers 3,000 clean orders (server 1, worker 1).
-	e.produce(t, 3000, orders.Mix{})
-	e.start(t, "w")
+	e.Produce(t, 3000, orders.Mix{})
+	startWorker(t, e)
 
 	// A third party writes numbers of server 1, worker 2, and faults.
 	now := time.Now()
@@ -196,24 +191,28 @@ func TestAuditEndToEnd(t *testing.T) {
 	// p3: a number an hour ahead (the record's timestamp too, so no lag).
 	c(3, -2*time.Second, 9)
 	tp.add(3, `{}`, tp.id(t, time.Hour, 1, 2, 0), now.Add(time.Hour), "future")
-	produceTo(t, e.kafka, tp.recs...)
+	produceTo(t, e.Kafka, tp.recs...)
 
-	rep := e.waitOutput(t, 60*time.Second)
-	requireExactlyOnce(t, rep)
+	rep := e.WaitOutput(t, 60*time.Second)
+	pipetest.RequireExactlyOnce(t, rep)
 	var stdout lockedBuffer
 	reg := prometheus.NewRegistry()
-	run := startAuditor(t, e.kafka.Addrs, AuditInputTopics(e.out, third), AuditTopic(auditTopic), AuditGroup(third+"-audit"),
-		AuditInstanceID("a"), AuditAllowedServers(1), AuditStdout(&stdout), AuditRegisterer(reg),
-		func(c *auditCfg) { c.lagEvery = 100 * time.Millisecond })
+	run := startAuditor(t, e.Kafka.Addrs, InputTopics(e.Out, third), Topic(auditTopic), Group(third+"-audit"),
+		InstanceID("a"), AllowedServers(1), Stdout(&stdout), Registerer(reg),
+		func(c *cfg) { c.eos.LagEvery = 100 * time.Millisecond })
 	total := int64(rep.Numbered + len(tp.recs))
 	waitAudited(t, total, run)
-	// Caught up, each partition lags by at most its last transaction
-	// marker: the worker's 3 partitions are transactional.
-	if !verify.WaitFor(10*time.Second, func() bool { return lagSeries(run.a) == 7 && gaugeSum(run.a.m.lag) <= 3 }) {
-		t.Errorf("consumer lag: %d series summing to %v, want 7 partitions at 0 or 1", lagSeries(run.a), gaugeSum(run.a.m.lag))
+	// Caught up, every partition lags by 0, the worker's 3 transactional
+	// ones too (their last commit marker is consumed), in the metric and
+	// on the live page.
+	if !verify.WaitFor(10*time.Second, func() bool { return lagSeries(run.a) == 7 && gaugeSum(run.a.m.lag) == 0 }) {
+		t.Errorf("consumer lag: %d series summing to %v, want 7 partitions at 0", lagSeries(run.a), gaugeSum(run.a.m.lag))
+	}
+	if lag := run.a.live.summary(time.Now(), nil).ConsumerLag; lag != 0 {
+		t.Errorf("live page consumer lag %d, want 0", lag)
 	}
 
-	got := readAudit(t, e.kafka, auditTopic, 2)
+	got := readAudit(t, e.Kafka, auditTopic, 2)
 	if int64(len(got)) != total {
 		t.Fatalf("%d audit records for %d numbered records", len(got), total)
 	}
@@ -232,8 +231,8 @@ func TestAuditEndToEnd(t *testing.T) {
 		}
 	}
 	for loc, a := range got {
-		if a.Topic == e.out {
-			if a.Anomalies != nil || !a.Valid || a.Server != 1 || a.Worker != 1 || !strings.HasPrefix(a.Source, e.input+"/") {
+		if a.Topic == e.Out {
+			if a.Anomalies != nil || !a.Valid || a.Server != 1 || a.Worker != 1 || !strings.HasPrefix(a.Source, e.Input+"/") {
 				t.Errorf("worker output %s: %+v, want a clean record with its source", loc, a)
 			}
 		}
@@ -330,7 +329,7 @@ func (l *lockedBuffer) String() string {
 func TestAuditRefusesMissingTopic(t *testing.T) {
 	k := testenv.Kafka(t)
 	topic := k.NewTopic(t, 1)
-	a, err := NewAuditor(AuditBrokers(k.Addrs...), AuditInputTopics(topic), AuditTopic(topic+".nope"))
+	a, err := New(Brokers(k.Addrs...), InputTopics(topic), Topic(topic+".nope"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,33 +339,33 @@ func TestAuditRefusesMissingTopic(t *testing.T) {
 }
 
 func TestNewAuditorValidates(t *testing.T) {
-	ok := []AuditOpt{AuditBrokers("x"), AuditInputTopics("in")}
+	ok := []Opt{Brokers("x"), InputTopics("in")}
 	cases := []struct {
 		name string
-		opts []AuditOpt
+		opts []Opt
 		want error
 	}{
-		{"no brokers", []AuditOpt{AuditInputTopics("in")}, ErrNoBrokers},
-		{"no input", []AuditOpt{AuditBrokers("x")}, ErrNoInput},
-		{"no group", append(ok, AuditGroup("")), ErrNoGroup},
-		{"audit topic is input", append(ok, AuditTopic("in")), ErrSameTopic},
-		{"no instance", append(ok, AuditTopic("a"), AuditInstanceID("")), ErrNoInstance},
-		{"bad layout", append(ok, AuditLayout(idgen.Layout{TimeBits: 41})), ErrBadConfig},
-		{"short window", append(ok, AuditDupWindow(time.Millisecond)), ErrBadConfig},
-		{"no entries", append(ok, AuditDupMaxEntries(0)), ErrBadConfig},
-		{"negative skew", append(ok, AuditMaxSkew(-time.Second)), ErrBadConfig},
-		{"server outside the layout", append(ok, AuditAllowedServers(1, 32)), ErrBadConfig},
-		{"worker outside the layout", append(ok, AuditAllowedWorkers(-1)), ErrBadConfig},
-		{"empty field", append(ok, AuditNumberField("")), ErrBadConfig},
+		{"no brokers", []Opt{InputTopics("in")}, ErrNoBrokers},
+		{"no input", []Opt{Brokers("x")}, ErrNoInput},
+		{"no group", append(ok, Group("")), ErrNoGroup},
+		{"audit topic is input", append(ok, Topic("in")), ErrSameTopic},
+		{"no instance", append(ok, Topic("a"), InstanceID("")), ErrNoInstance},
+		{"bad layout", append(ok, Layout(idgen.Layout{TimeBits: 41})), ErrBadConfig},
+		{"short window", append(ok, DupWindow(time.Millisecond)), ErrBadConfig},
+		{"no entries", append(ok, DupMaxEntries(0)), ErrBadConfig},
+		{"negative skew", append(ok, MaxSkew(-time.Second)), ErrBadConfig},
+		{"server outside the layout", append(ok, AllowedServers(1, 32)), ErrBadConfig},
+		{"worker outside the layout", append(ok, AllowedWorkers(-1)), ErrBadConfig},
+		{"empty field", append(ok, NumberField("")), ErrBadConfig},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := NewAuditor(c.opts...); !errors.Is(err, c.want) {
-				t.Fatalf("NewAuditor = %v, want %v", err, c.want)
+			if _, err := New(c.opts...); !errors.Is(err, c.want) {
+				t.Fatalf("New = %v, want %v", err, c.want)
 			}
 		})
 	}
-	a, err := NewAuditor(append(ok, AuditTopic("in.audit"), AuditInstanceID("pod-3"))...)
+	a, err := New(append(ok, Topic("in.audit"), InstanceID("pod-3"))...)
 	if err != nil || a.TransactionalID() != "flakestream-flakestream-audit-pod-3" || a.cfg.dupWindow != 10*time.Minute {
 		t.Fatalf("defaults: %v %q %s", err, a.TransactionalID(), a.cfg.dupWindow)
 	}

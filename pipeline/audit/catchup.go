@@ -1,9 +1,10 @@
-package pipeline
+package audit
 
 import (
 	"context"
 	"time"
 
+	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -71,32 +72,7 @@ func (a *Auditor) catchUp(ctx context.Context, recs []*kgo.Record) {
 		minTs = min(minTs, r.Timestamp.UnixMilli())
 	}
 	if len(byTime) > 0 {
-		at := minTs - a.cfg.dupWindow.Milliseconds() - a.cfg.maxSkew.Milliseconds()
-		topics := map[string]bool{}
-		for _, k := range byTime {
-			topics[k.topic] = true
-		}
-		var offs kadm.ListedOffsets
-		cl, err := a.catchUpClient(nil)
-		if err == nil {
-			offs, err = kadm.NewClient(cl).ListOffsetsAfterMilli(ctx, max(at, 0), keys(topics)...)
-			cl.Close()
-		}
-		if err != nil {
-			a.log.Warn("catch-up: cannot find offsets by time; reading only the last records before the first to audit", "err", err)
-		}
-		for _, k := range byTime {
-			o := first[k].Offset
-			if lo, ok := offs.Lookup(k.topic, k.partition); err == nil && ok && lo.Err == nil {
-				o = lo.Offset
-			}
-			o = min(o, first[k].Offset-catchUpBack)
-			// More than the window can hold would be read for nothing.
-			o = max(o, floor[k], first[k].Offset-int64(a.cfg.dupMaxEntries), 0)
-			if o < first[k].Offset {
-				from[k] = o
-			}
-		}
+		a.startsByTime(ctx, byTime, minTs, first, floor, from)
 	}
 	if len(from) == 0 {
 		return
@@ -106,6 +82,40 @@ func (a *Auditor) catchUp(ctx context.Context, recs []*kgo.Record) {
 	a.stats.CaughtUp += n
 	a.mu.Unlock()
 	a.log.Info("caught up on newly assigned partitions", "partitions", len(from), "records", n, "took", time.Since(start).Round(time.Millisecond))
+}
+
+// startsByTime sets, in from, where to start reading each partition of
+// byTime: a dup window (plus the allowed skew) before minTs, the earliest
+// timestamp of the records about to be audited, but no further back than
+// floor (what the detector has seen) or than the window can hold, and at
+// least catchUpBack offsets before the partition's first record.
+func (a *Auditor) startsByTime(ctx context.Context, byTime []partKey, minTs int64, first map[partKey]*kgo.Record, floor, from map[partKey]int64) {
+	at := minTs - a.cfg.dupWindow.Milliseconds() - a.cfg.maxSkew.Milliseconds()
+	topics := map[string]bool{}
+	for _, k := range byTime {
+		topics[k.topic] = true
+	}
+	var offs kadm.ListedOffsets
+	cl, err := a.catchUpClient(nil)
+	if err == nil {
+		offs, err = kadm.NewClient(cl).ListOffsetsAfterMilli(ctx, max(at, 0), keys(topics)...)
+		cl.Close()
+	}
+	if err != nil {
+		a.log.Warn("catch-up: cannot find offsets by time; reading only the last records before the first to audit", "err", err)
+	}
+	for _, k := range byTime {
+		o := first[k].Offset
+		if lo, ok := offs.Lookup(k.topic, k.partition); err == nil && ok && lo.Err == nil {
+			o = lo.Offset
+		}
+		o = min(o, first[k].Offset-catchUpBack)
+		// More than the window can hold would be read for nothing.
+		o = max(o, floor[k], first[k].Offset-int64(a.cfg.dupMaxEntries), 0)
+		if o < first[k].Offset {
+			from[k] = o
+		}
+	}
 }
 
 // readBefore reads each partition of from, starting at its offset, up to
@@ -166,12 +176,12 @@ func (a *Auditor) readBefore(ctx context.Context, from map[partKey]int64, first 
 // partitions read_committed, markers included (so that an offset held by a
 // marker still counts as reached).
 func (a *Auditor) catchUpClient(parts map[string]map[int32]kgo.Offset) (*kgo.Client, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(a.cfg.brokers...), kgo.WithLogger(kgoLogger{a.log})}
+	opts := []kgo.Opt{kgo.SeedBrokers(a.cfg.eos.Brokers...), kgo.WithLogger(eos.KgoLogger{L: a.log})}
 	if parts != nil {
 		opts = append(opts, kgo.ConsumePartitions(parts), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			kgo.KeepControlRecords(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	}
-	return kgo.NewClient(append(opts, a.cfg.kafkaOpts...)...)
+	return kgo.NewClient(append(opts, a.cfg.eos.KafkaOpts...)...)
 }
 
 func keys(m map[string]bool) []string {

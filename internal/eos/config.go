@@ -1,0 +1,210 @@
+package eos
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Mode is how a loop commits.
+type Mode int
+
+const (
+	// Transactional (the default): each batch is one Kafka transaction
+	// holding the step's records and the consumed offsets. Exactly once.
+	Transactional Mode = iota
+	// AtLeastOnce: a plain group consumer that commits the offsets after
+	// the step has handled a batch; the step produces nothing to Kafka
+	// (the auditor without an audit topic). A crash between the two
+	// hands the batch over again.
+	AtLeastOnce
+)
+
+// Defaults of Config, shared by the worker and the auditor.
+const (
+	DefaultMaxPollRecords     = 10000
+	DefaultTransactionTimeout = 10 * time.Second
+	DefaultSessionTimeout     = 10 * time.Second
+	DefaultShutdownTimeout    = 15 * time.Second
+	DefaultBackoffMin         = 100 * time.Millisecond
+	DefaultBackoffMax         = 5 * time.Second
+	DefaultLagEvery           = 10 * time.Second
+)
+
+// Config is the one set of settings the worker and the auditor share. A
+// zero field means the default given in its comment; Validate fills them in.
+type Config struct {
+	// Brokers are the seed brokers. Required (ErrNoBrokers).
+	Brokers []string
+	// Topics are the topics consumed. Required (ErrNoInput).
+	Topics []string
+	// Group is the consumer group. Required (ErrNoGroup).
+	Group string
+	// InstanceID names this instance (the products default it to the host
+	// name); Transactional mode needs it or TransactionalID
+	// (ErrNoInstance). The transactional ID is derived from it, so a restarted instance fences
+	// its predecessor's open transaction at once.
+	InstanceID string
+	// TransactionalID overrides "flakestream-<Group>-<InstanceID>".
+	TransactionalID string
+	// Mode is Transactional (default) or AtLeastOnce.
+	Mode Mode
+	// StartAtEnd makes a group without committed offsets start at the end
+	// of each partition instead of the start (the default, so that
+	// nothing is skipped).
+	StartAtEnd bool
+	// Static makes InstanceID the group instance ID (KIP-345).
+	Static bool
+	// MaxPollRecords bounds one batch (one transaction); default 10,000.
+	MaxPollRecords int
+	// TransactionTimeout: default 10s, 1s to 15m (ErrBadConfig).
+	TransactionTimeout time.Duration
+	// SessionTimeout is the group session timeout: default 10s, at least
+	// 2s (ErrBadConfig).
+	SessionTimeout time.Duration
+	// ShutdownTimeout bounds ending a transaction and closing the client;
+	// default 15s.
+	ShutdownTimeout time.Duration
+	// BackoffMin and BackoffMax bound the retry backoff after a failed
+	// batch: default 100ms doubling to 5s.
+	BackoffMin, BackoffMax time.Duration
+	// LagEvery is how often the lag gauge is refreshed; default 10s.
+	LagEvery time.Duration
+	// Logger: default discards.
+	Logger *slog.Logger
+	// Registerer receives franz-go's client metrics (plugin/kprom) under
+	// MetricsNamespace; nil registers none.
+	Registerer       prometheus.Registerer
+	MetricsNamespace string
+	// ClientOpts are the step's own franz-go options (producer tuning);
+	// KafkaOpts the user's (TLS, SASL, tuning), applied last so that they
+	// override everything.
+	ClientOpts, KafkaOpts []kgo.Opt
+	// Bound, if set, makes the run bounded; see Bound.
+	Bound *Bound
+	// BeforeProduce, if set, is the orphaned-transaction guard's hook.
+	// In Transactional mode the loop calls it before the first Begin of
+	// every session and before the first Begin after every aborted
+	// transaction, with the partitions the step produces to (what its
+	// Start returned), so that a transaction left open on them by an
+	// older epoch of this producer is aborted before anything new is
+	// produced. An error wrapping ErrFatal ends Run; any other error
+	// replaces the session after a backoff (the polled batch is read again
+	// from the committed offsets, and the hook called again). nil calls
+	// nothing.
+	BeforeProduce func(ctx context.Context, cl *kgo.Client, partitions map[string][]int32) error
+	// Name is how the logs call the loop's owner ("worker", "audit").
+	Name string
+}
+
+// Metrics are where a loop reports, each optional: Lag is set to each
+// consumed partition's lag (labels topic, partition); Transactions counts
+// ended transactions (AtLeastOnce: batches) by result (label result:
+// committed, aborted).
+type Metrics struct {
+	Lag          *prometheus.GaugeVec
+	Transactions *prometheus.CounterVec
+}
+
+// DefaultConfig is a Config with every default set, for the product name
+// (its log lines say it) and the host name as the instance ID.
+func DefaultConfig(name string) Config {
+	host, _ := os.Hostname()
+	return Config{
+		Name: name, InstanceID: host, MaxPollRecords: DefaultMaxPollRecords,
+		TransactionTimeout: DefaultTransactionTimeout, SessionTimeout: DefaultSessionTimeout,
+		ShutdownTimeout: DefaultShutdownTimeout, BackoffMin: DefaultBackoffMin, BackoffMax: DefaultBackoffMax,
+		LagEvery: DefaultLagEvery, Logger: slog.New(slog.DiscardHandler),
+	}
+}
+
+// Bound makes a run bounded: a replay of an offset range that ends once
+// every partition has reached its end.
+//
+// Records at or after a partition's Stop offset are consumed (their
+// offsets are committed with the next transaction) but never handed to the
+// step. Transaction markers are never handed to the step either, but the
+// loop always reads them, so a range that ends on a marker, which a
+// consumer never sees as a record, still counts as reached. After every
+// committed transaction Done is called with the group's committed offsets;
+// true ends Run without error.
+type Bound struct {
+	Stop map[string]map[int32]int64
+	Done func(committed map[string]map[int32]kgo.EpochOffset) bool
+}
+
+// Validate checks the shared settings and fills in the defaults.
+func (c *Config) Validate() error {
+	switch {
+	case len(c.Brokers) == 0:
+		return ErrNoBrokers
+	case len(c.Topics) == 0:
+		return ErrNoInput
+	case c.Group == "":
+		return ErrNoGroup
+	case c.Mode == Transactional && c.InstanceID == "" && c.TransactionalID == "":
+		return ErrNoInstance
+	}
+	if c.TransactionalID == "" {
+		c.TransactionalID = "flakestream-" + c.Group + "-" + c.InstanceID
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.TransactionTimeout, DefaultTransactionTimeout)
+	def(&c.SessionTimeout, DefaultSessionTimeout)
+	def(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	def(&c.BackoffMin, DefaultBackoffMin)
+	def(&c.BackoffMax, DefaultBackoffMax)
+	def(&c.LagEvery, DefaultLagEvery)
+	if c.MaxPollRecords == 0 {
+		c.MaxPollRecords = DefaultMaxPollRecords
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.MetricsNamespace == "" {
+		c.MetricsNamespace = "flakestream"
+	}
+	if c.Name == "" {
+		c.Name = "consumer"
+	}
+	if c.MaxPollRecords < 1 {
+		return fmt.Errorf("%w: max poll records %d: want at least 1", ErrBadConfig, c.MaxPollRecords)
+	}
+	if c.SessionTimeout < 2*time.Second {
+		return fmt.Errorf("%w: session timeout %s: want at least 2s", ErrBadConfig, c.SessionTimeout)
+	}
+	if c.TransactionTimeout < time.Second || c.TransactionTimeout > 15*time.Minute {
+		return fmt.Errorf("%w: transaction timeout %s: want 1s to 15m", ErrBadConfig, c.TransactionTimeout)
+	}
+	return nil
+}
+
+// CheckNotInput returns ErrSameTopic if any of topics is consumed.
+func (c *Config) CheckNotInput(topics ...string) error {
+	for _, in := range c.Topics {
+		for _, t := range topics {
+			if t != "" && in == t {
+				return fmt.Errorf("%w: %s", ErrSameTopic, in)
+			}
+		}
+	}
+	return nil
+}
+
+// Configure applies a product's functional options to its settings c, in
+// order, then validates them: the one way the products read their options.
+func Configure[C any, O ~func(*C)](c *C, opts []O, validate func() error) error {
+	for _, o := range opts {
+		o(c)
+	}
+	return validate()
+}

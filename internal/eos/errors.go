@@ -1,0 +1,72 @@
+package eos
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Errors of configuration: New returns them before anything connects. The
+// messages keep the "pipeline:" prefix they had before the loop moved here,
+// since users and scripts match on them.
+var (
+	ErrNoBrokers  = errors.New("pipeline: no brokers")
+	ErrNoInput    = errors.New("pipeline: no input topic")
+	ErrNoGroup    = errors.New("pipeline: no consumer group")
+	ErrNoInstance = errors.New("pipeline: no instance id")
+	ErrSameTopic  = errors.New("pipeline: output or dlq topic is also an input topic")
+	ErrBadConfig  = errors.New("pipeline: invalid configuration")
+)
+
+// Errors of a running loop: Run returns them (ErrFatal, ErrMissingTopic) or
+// reports them through Ready while it retries (ErrCommitAborted).
+var (
+	// ErrMissingTopic: a topic the step produces to does not exist and
+	// may not be created. Fatal.
+	ErrMissingTopic = errors.New("pipeline: topic does not exist")
+	// ErrFatal: retrying cannot help (fenced, not authorized, a closed
+	// output); Run returns it. The cause is wrapped too, so
+	// errors.Is(err, kerr.ProducerFenced) holds for the caller.
+	ErrFatal = errors.New("pipeline: fatal")
+	// ErrCommitAborted: a produce failed, so the transaction was aborted;
+	// its records are read again.
+	ErrCommitAborted = errors.New("pipeline: transaction aborted")
+)
+
+// errRestartSession asks for a new Kafka client and session.
+var errRestartSession = errors.New("pipeline: kafka session must be restarted")
+
+// FetchError is a fetch of one partition that failed. Fatal ones reach the
+// caller wrapped in ErrFatal; the others are logged and retried.
+type FetchError struct {
+	Topic     string
+	Partition int32
+	Err       error
+}
+
+func (e *FetchError) Error() string {
+	return fmt.Sprintf("fetch %s[%d]: %v", e.Topic, e.Partition, e.Err)
+}
+
+// Unwrap returns the Kafka error, so errors.Is(err, kerr.X) holds.
+func (e *FetchError) Unwrap() error { return e.Err }
+
+// IsFatalKafka reports whether a Kafka error cannot pass by retrying:
+// authorization, authentication, fencing.
+func IsFatalKafka(err error) bool {
+	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.GroupAuthorizationFailed) ||
+		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) ||
+		errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.ProducerFenced) ||
+		errors.Is(err, kerr.InvalidProducerEpoch)
+}
+
+// txnError classifies an error from beginning or ending a transaction (op):
+// fencing and authorization are fatal, anything else asks for a new
+// session.
+func txnError(op, txnID string, err error) error {
+	if IsFatalKafka(err) {
+		return fmt.Errorf("%w: %s: %w (another instance with transactional ID %q has fenced this one, or it is not authorized)", ErrFatal, op, err, txnID)
+	}
+	return fmt.Errorf("%w: %s: %w", errRestartSession, op, err)
+}

@@ -1,0 +1,166 @@
+package eos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Tx is the open transaction of one batch.
+type Tx struct {
+	sess    *kgo.GroupTransactSession
+	promise *kgo.FirstErrPromise
+}
+
+// Produce produces r in the transaction, asynchronously; a failure aborts
+// the transaction at its end. Safe for concurrent use.
+func (t *Tx) Produce(ctx context.Context, r *kgo.Record) {
+	t.sess.Produce(ctx, r, t.promise.Promise())
+}
+
+// ProduceSync produces r and waits for it (for baselines that measure the
+// cost of waiting per record); a failure also aborts the transaction.
+func (t *Tx) ProduceSync(ctx context.Context, r *kgo.Record) error {
+	err := t.sess.ProduceSync(ctx, r).FirstErr()
+	t.promise.Promise()(r, err)
+	return err
+}
+
+// transactGuarded runs the orphaned-transaction guard when one is due (the
+// session's first produce, or the first after an abort), then the batch.
+func (l *Loop) transactGuarded(ctx context.Context, sess *kgo.GroupTransactSession, fetches kgo.Fetches, produceTo map[string][]int32, guard *bool) error {
+	if *guard && l.cfg.BeforeProduce != nil {
+		if err := l.cfg.BeforeProduce(ctx, sess.Client(), produceTo); err != nil {
+			if errors.Is(err, ErrFatal) {
+				return err
+			}
+			// The batch is polled but in no transaction: only a new
+			// session, from the committed offsets, reads it again.
+			return fmt.Errorf("%w: orphaned-transaction guard: %w", errRestartSession, err)
+		}
+	}
+	*guard = false
+	committed, err := l.transact(ctx, sess, fetches)
+	if !committed {
+		*guard = true
+	}
+	return err
+}
+
+// transact runs one batch as one transaction: begin, the step, and one
+// commit of the step's records and the consumed offsets.
+func (l *Loop) transact(ctx context.Context, sess *kgo.GroupTransactSession, fetches kgo.Fetches) (bool, error) {
+	if err := sess.Begin(); err != nil {
+		return false, txnError("begin transaction", l.cfg.TransactionalID, err)
+	}
+	// The transaction ends with its own bound even when ctx is cancelled
+	// mid-batch: cancelling End would leave the client in an unknown
+	// state, while ending it lets a shutdown commit or abort cleanly.
+	endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ShutdownTimeout)
+	defer cancel()
+
+	tx := &Tx{sess: sess, promise: kgo.AbortingFirstErrPromise(sess.Client())}
+	data := l.trim(fetches)
+	if data {
+		if err := l.step.Process(ctx, tx, fetches); err != nil {
+			// End with TryAbort also rewinds the consumer to the
+			// committed offsets.
+			if _, aerr := sess.End(endCtx, kgo.TryAbort); aerr != nil {
+				l.cfg.Logger.Error("abort transaction", "err", aerr)
+			}
+			l.countAbort()
+			return false, err
+		}
+	}
+	committed, err := sess.End(endCtx, tx.promise.Err() == nil)
+	if err != nil {
+		if data {
+			l.step.Aborted()
+		}
+		return false, txnError("end transaction", l.cfg.TransactionalID, err)
+	}
+	if !committed {
+		l.countAbort()
+		if perr := tx.promise.Err(); perr != nil {
+			return false, fmt.Errorf("%w: produce: %w", ErrCommitAborted, perr)
+		}
+		// A rebalance: the session aborted and rewound to the committed
+		// offsets; whoever owns the partitions now handles the records.
+		l.cfg.Logger.Info(l.cfg.Name+" transaction aborted by a rebalance; its records will be processed again", "records", fetches.NumRecords())
+		return false, nil
+	}
+	l.countCommit()
+	if !data {
+		return true, nil
+	}
+	return true, l.step.Committed()
+}
+
+// handleThenCommit is a batch in AtLeastOnce mode: the step, then the
+// offsets. A failed offset commit is not retried here: the step has
+// handled the records, and it must expect them again after a crash anyway.
+func (l *Loop) handleThenCommit(ctx context.Context, cl *kgo.Client, fetches kgo.Fetches) error {
+	all := fetches.Records() // markers included, so their offsets are committed
+	if l.trim(fetches) {
+		if err := l.step.Process(ctx, nil, fetches); err != nil {
+			l.step.Aborted()
+			return err
+		}
+		l.countCommit()
+		if err := l.step.Committed(); err != nil {
+			return err
+		}
+	}
+	if err := cl.CommitRecords(ctx, all...); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("commit offsets: %w", err)
+	}
+	return nil
+}
+
+func (l *Loop) countCommit() {
+	l.committed.Add(1)
+	if l.m.Transactions != nil {
+		l.m.Transactions.WithLabelValues("committed").Inc()
+	}
+}
+
+func (l *Loop) countAbort() {
+	l.aborted.Add(1)
+	if l.m.Transactions != nil {
+		l.m.Transactions.WithLabelValues("aborted").Inc()
+	}
+	l.step.Aborted()
+}
+
+// trim drops, in place, what the step must not see: transaction markers
+// and records past a Bound. Their offsets are still committed, since the
+// client tracks what it polled, not what the step saw. It reports whether
+// any record is left.
+func (l *Loop) trim(fetches kgo.Fetches) bool {
+	var stop map[string]map[int32]int64
+	if l.cfg.Bound != nil {
+		stop = l.cfg.Bound.Stop
+	}
+	left := false
+	for i := range fetches {
+		for j := range fetches[i].Topics {
+			t := &fetches[i].Topics[j]
+			for k := range t.Partitions {
+				p := &t.Partitions[k]
+				end, bounded := stop[t.Topic][p.Partition]
+				kept := p.Records[:0]
+				for _, r := range p.Records {
+					if r.Attrs.IsControl() || (bounded && r.Offset >= end) {
+						continue
+					}
+					kept = append(kept, r)
+				}
+				p.Records = kept
+				left = left || len(kept) > 0
+			}
+		}
+	}
+	return left
+}

@@ -1,0 +1,294 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/internal/eos"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Errors of configuration: New returns them before anything connects.
+// They are the eos loop's values, the same as package pipeline's, so
+// errors.Is holds whichever package names them.
+var (
+	ErrBadConfig, ErrNoBrokers, ErrNoInput  = eos.ErrBadConfig, eos.ErrNoBrokers, eos.ErrNoInput
+	ErrNoGroup, ErrNoInstance, ErrSameTopic = eos.ErrNoGroup, eos.ErrNoInstance, eos.ErrSameTopic
+)
+
+// Errors of a running auditor: Run ends with ErrFatal (fenced, not
+// authorized, stdout closed) or ErrMissingTopic (no audit topic and
+// CreateTopic off); Ready reports ErrCommitAborted (a produce failed) while
+// the batch is retried.
+var ErrFatal, ErrMissingTopic, ErrCommitAborted = eos.ErrFatal, eos.ErrMissingTopic, eos.ErrCommitAborted
+
+// Opt configures an Auditor.
+type Opt func(*cfg)
+
+type cfg struct {
+	eos            eos.Config
+	auditTopic     string
+	layout         idgen.Layout
+	field          string
+	dupWindow      time.Duration
+	dupMaxEntries  int
+	maxSkew        time.Duration
+	maxLag         time.Duration
+	servers        map[int64]struct{}
+	workers        map[int64]struct{}
+	stdout         io.Writer
+	recent         int
+	catchUp        bool
+	catchUpTimeout time.Duration
+	createTopic    bool
+	now            func() time.Time
+}
+
+// Audit defaults.
+const (
+	// DefaultGroup is the audit consumer's group.
+	DefaultGroup = "flakestream-audit"
+	// DefaultDupWindow is how long a number is remembered, by number time.
+	DefaultDupWindow = 10 * time.Minute
+	// DefaultDupMaxEntries bounds the numbers the dup window holds.
+	DefaultDupMaxEntries = 10_000_000
+	// DefaultMaxSkew is how far ahead of the clock a number may be.
+	DefaultMaxSkew = 5 * time.Second
+	// DefaultMaxLag is how far apart a record's timestamp and its number's
+	// time may be.
+	DefaultMaxLag = 5 * time.Minute
+)
+
+func defaultCfg() cfg {
+	e := eos.DefaultConfig("audit")
+	e.Group, e.MetricsNamespace = DefaultGroup, "flakestream_audit"
+	return cfg{
+		eos:            e,
+		layout:         idgen.DefaultLayout(),
+		field:          codec.DefaultField,
+		dupWindow:      DefaultDupWindow,
+		dupMaxEntries:  DefaultDupMaxEntries,
+		maxSkew:        DefaultMaxSkew,
+		maxLag:         DefaultMaxLag,
+		recent:         50,
+		catchUp:        true,
+		catchUpTimeout: time.Minute,
+		now:            time.Now,
+	}
+}
+
+func (c *cfg) validate() error {
+	e := &c.eos
+	e.Mode = eos.Transactional
+	if c.auditTopic == "" {
+		e.Mode = eos.AtLeastOnce
+	}
+	if err := e.CheckNotInput(c.auditTopic); err != nil {
+		return err
+	}
+	if err := e.Validate(); err != nil {
+		return err
+	}
+	if err := c.layout.Validate(); err != nil {
+		return fmt.Errorf("%w: layout: %w", ErrBadConfig, err)
+	}
+	if c.field == "" {
+		return fmt.Errorf("%w: empty number field name", ErrBadConfig)
+	}
+	if c.dupWindow < time.Second || c.dupWindow > 7*24*time.Hour {
+		return fmt.Errorf("%w: dup window %s: want 1s to 168h", ErrBadConfig, c.dupWindow)
+	}
+	if c.dupMaxEntries < 1 {
+		return fmt.Errorf("%w: dup max entries %d: want at least 1", ErrBadConfig, c.dupMaxEntries)
+	}
+	if c.maxSkew < 0 || c.maxLag < 0 {
+		return fmt.Errorf("%w: max skew %s, max lag %s: want 0 or more", ErrBadConfig, c.maxSkew, c.maxLag)
+	}
+	for id := range c.servers {
+		if err := c.layout.CheckServer(id); err != nil {
+			return fmt.Errorf("%w: allowed servers: %w", ErrBadConfig, err)
+		}
+	}
+	for id := range c.workers {
+		if err := c.layout.CheckWorker(id); err != nil {
+			return fmt.Errorf("%w: allowed workers: %w", ErrBadConfig, err)
+		}
+	}
+	if c.recent < 1 {
+		return fmt.Errorf("%w: recent records %d: want at least 1", ErrBadConfig, c.recent)
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	return nil
+}
+
+// Brokers sets the seed brokers. Required.
+func Brokers(addrs ...string) Opt { return func(c *cfg) { c.eos.Brokers = addrs } }
+
+// InputTopics sets the numbered topics to audit. Required.
+func InputTopics(topics ...string) Opt { return func(c *cfg) { c.eos.Topics = topics } }
+
+// Topic sets the topic audit records go to, transactionally with the
+// consumed offsets (exactly once). The default "" writes no topic: the
+// auditor then consumes with a plain group consumer and commits after
+// writing to the stdout writer, so that output is at least once.
+func Topic(t string) Opt { return func(c *cfg) { c.auditTopic = t } }
+
+// Group sets the consumer group, overriding the default
+// "flakestream-audit". A new group starts at the earliest offset.
+func Group(g string) Opt { return func(c *cfg) { c.eos.Group = g } }
+
+// InstanceID names this instance, overriding the default host name;
+// the transactional ID "flakestream-<group>-<instance id>" is derived from
+// it, so a restarted instance fences its predecessor's open transaction.
+func InstanceID(id string) Opt { return func(c *cfg) { c.eos.InstanceID = id } }
+
+// TransactionalID sets the transactional ID outright, overriding the
+// one derived from the instance ID.
+func TransactionalID(id string) Opt {
+	return func(c *cfg) { c.eos.TransactionalID = id }
+}
+
+// Layout sets the layout numbers are decoded with, overriding
+// idgen.DefaultLayout(). An invalid layout is ErrBadConfig.
+func Layout(l idgen.Layout) Opt { return func(c *cfg) { c.layout = l } }
+
+// NumberField sets the JSON field read when a record has no
+// flakestream-number header, overriding codec.DefaultField ("order_no").
+func NumberField(name string) Opt { return func(c *cfg) { c.field = name } }
+
+// DupWindow sets how long, in number time, a number is remembered to
+// flag it "duplicate" when it comes again, overriding the default 10m.
+// 1s to 168h; memory is bounded by DupMaxEntries whatever the window.
+func DupWindow(d time.Duration) Opt { return func(c *cfg) { c.dupWindow = d } }
+
+// DupMaxEntries bounds the numbers the dup window holds, overriding
+// the default 10,000,000 (at most about 10.7 bytes each). Past it the
+// oldest bucket of the window (about a second by default) is dropped, and
+// flakestream_audit_dup_evictions_total counts it: the window is then
+// effectively shorter than configured.
+func DupMaxEntries(n int) Opt { return func(c *cfg) { c.dupMaxEntries = n } }
+
+// MaxSkew sets how far a number's time may be ahead of the auditor's
+// clock before it is flagged "future", overriding the default 5s.
+func MaxSkew(d time.Duration) Opt { return func(c *cfg) { c.maxSkew = d } }
+
+// MaxLag sets how far apart a record's timestamp and its number's time
+// may be before it is flagged "lag", overriding the default 5m; 0 turns
+// the check off.
+func MaxLag(d time.Duration) Opt { return func(c *cfg) { c.maxLag = d } }
+
+// AllowedServers sets the server IDs that are expected; any other is
+// flagged "unknown_server". The default (none given) allows every ID. An
+// ID outside the layout's server field is ErrBadConfig.
+func AllowedServers(ids ...int64) Opt {
+	return func(c *cfg) { c.servers = idSetOf(ids) }
+}
+
+// AllowedWorkers is AllowedServers for worker IDs
+// ("unknown_worker").
+func AllowedWorkers(ids ...int64) Opt {
+	return func(c *cfg) { c.workers = idSetOf(ids) }
+}
+
+func idSetOf(ids []int64) map[int64]struct{} {
+	if ids == nil {
+		return nil
+	}
+	m := make(map[int64]struct{}, len(ids))
+	for _, id := range ids {
+		m[id] = struct{}{}
+	}
+	return m
+}
+
+// Stdout makes the auditor write every audit record as a JSON line to
+// w (nil, the default, writes none). With an audit topic the lines are
+// written after the transaction commits; without one, before the offsets
+// are committed.
+func Stdout(w io.Writer) Opt { return func(c *cfg) { c.stdout = w } }
+
+// Recent sets how many of the latest audit records (and of the latest
+// with anomalies) the live page shows, overriding the default 50.
+func Recent(n int) Opt { return func(c *cfg) { c.recent = n } }
+
+// CatchUp turns the catch-up on assignment on or off (default on):
+// before auditing a partition it was just given, the auditor reads, without
+// auditing them, the records of the last dup window before the first one it
+// will audit, so that a restart or a rebalance neither forgets the numbers
+// that a duplicate would repeat nor the number a "backwards" compares with.
+// timeout bounds one catch-up, overriding the default 1m.
+func CatchUp(on bool, timeout time.Duration) Opt {
+	return func(c *cfg) {
+		c.catchUp = on
+		if timeout > 0 {
+			c.catchUpTimeout = timeout
+		}
+	}
+}
+
+// CreateTopic makes the auditor create a missing audit topic with as
+// many partitions as the first input topic, instead of refusing to start.
+func CreateTopic() Opt { return func(c *cfg) { c.createTopic = true } }
+
+// MaxPollRecords bounds the records of one transaction, overriding
+// the default 10,000.
+func MaxPollRecords(n int) Opt { return func(c *cfg) { c.eos.MaxPollRecords = n } }
+
+// TransactionTimeout sets the transaction timeout, overriding the
+// default 10s.
+func TransactionTimeout(d time.Duration) Opt {
+	return func(c *cfg) { c.eos.TransactionTimeout = d }
+}
+
+// SessionTimeout sets the group session timeout, overriding the
+// default 10s.
+func SessionTimeout(d time.Duration) Opt {
+	return func(c *cfg) { c.eos.SessionTimeout = d }
+}
+
+// ShutdownTimeout bounds the shutdown after ctx ends, overriding the
+// default 15s.
+func ShutdownTimeout(d time.Duration) Opt {
+	return func(c *cfg) { c.eos.ShutdownTimeout = d }
+}
+
+// Backoff sets the retry backoff after a failed batch, overriding the
+// default 100ms doubling to 5s.
+func Backoff(min, max time.Duration) Opt {
+	return func(c *cfg) { c.eos.BackoffMin, c.eos.BackoffMax = min, max }
+}
+
+// Clock replaces the clock that "future" and the live page's rates
+// are judged by, overriding time.Now (for tests).
+func Clock(now func() time.Time) Opt { return func(c *cfg) { c.now = now } }
+
+// Logger sets the logger, overriding the default that discards.
+func Logger(l *slog.Logger) Opt { return func(c *cfg) { c.eos.Logger = l } }
+
+// Registerer sets where the auditor registers its metrics; nil (the
+// default) registers them nowhere.
+func Registerer(r prometheus.Registerer) Opt {
+	return func(c *cfg) { c.eos.Registerer = r }
+}
+
+// KafkaOpts adds franz-go options (TLS, SASL, tuning), applied after
+// the auditor's own.
+func KafkaOpts(opts ...kgo.Opt) Opt {
+	return func(c *cfg) { c.eos.KafkaOpts = append(c.eos.KafkaOpts, opts...) }
+}
+
+// BeforeProduce sets the orphaned-transaction guard (with an audit
+// topic only): called before the first produce of every session and after
+// every aborted transaction, with the audit topic's partitions. See
+// eos.Config.BeforeProduce.
+func BeforeProduce(f func(ctx context.Context, cl *kgo.Client, partitions map[string][]int32) error) Opt {
+	return func(c *cfg) { c.eos.BeforeProduce = f }
+}
