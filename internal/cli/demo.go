@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -20,48 +20,69 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
+// The demo's own flags.
+const (
+	flagOrders  = "orders"
+	flagTimeout = "timeout"
+)
+
+// Defaults of the demo, which belongs to the CLI alone.
+const (
+	defaultDemoOrders  = 100000
+	defaultDemoTimeout = 2 * time.Minute
+)
+
+// demoConfig is what `flakestream demo` reads from its flags.
+type demoConfig struct {
+	orders, partitions int
+	json, verbose      bool
+	timeout            time.Duration
+}
+
 func demoCommand() *cli.Command {
-	return &cli.Command{
+	cfg := &demoConfig{}
+	return configured(&cli.Command{
 		Name:  "demo",
 		Usage: "run the whole job in one process on embedded Kafka (kfake) and Redis (miniredis), then check it",
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "orders", Value: 100000, Usage: "how many order events to number (a few malformed, a few already numbered)"},
-			&cli.IntFlag{Name: "partitions", Value: 4, Usage: "partitions of the demo topics"},
-			&cli.BoolFlag{Name: "json", Usage: "print the summary as one JSON object"},
-			&cli.BoolFlag{Name: "verbose", Usage: "log what the worker does"},
-			&cli.DurationFlag{Name: "timeout", Value: 2 * time.Minute, Usage: "give up after this long"},
+			intFlag(flagOrders, &cfg.orders, defaultDemoOrders, "how many order events to number (a few malformed, a few already numbered)"),
+			partitionsFlag(&cfg.partitions, "partitions of the demo topics"),
+			jsonFlag(&cfg.json, "print the summary as one JSON object"),
+			verboseFlag(&cfg.verbose, "log what the worker does"),
+			durationFlag(flagTimeout, &cfg.timeout, defaultDemoTimeout, "give up after this long"),
 		},
-		OnUsageError: usageError,
-		Action: func(c *cli.Context) error {
-			n, parts := c.Int("orders"), int32(c.Int("partitions"))
-			if n < 1 || parts < 1 {
-				return &exitError{code: 2, err: fmt.Errorf("--orders and --partitions must be at least 1")}
-			}
-			ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
-			defer cancel()
-			log := slog.New(slog.DiscardHandler)
-			if c.Bool("verbose") {
-				log = slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
-			}
-			sum, err := runDemo(ctx, n, parts, log)
-			if err != nil {
-				return fmt.Errorf("demo: %w", err)
-			}
-			if c.Bool("json") {
-				b, _ := json.Marshal(sum.JSON)
-				fmt.Fprintf(c.App.Writer, "%s\n", b)
-			} else {
-				sum.print(c.App.Writer)
-			}
-			if !sum.report.OK() {
-				return fmt.Errorf("demo: the output is not exactly once: %s", sum.report)
-			}
-			if sum.audit.flagged() > 0 {
-				return fmt.Errorf("demo: the audit flagged anomalies in clean data: %v", sum.audit.anomalies)
-			}
-			return nil
-		},
+		Action: cfg.run,
+	})
+}
+
+func (cfg *demoConfig) run(c *cli.Context) error {
+	n, parts := cfg.orders, int32(cfg.partitions)
+	if n < 1 || parts < 1 {
+		return usageErr("--%s and --%s must be at least 1", flagOrders, flagPartitions)
 	}
+	ctx, cancel := context.WithTimeout(c.Context, cfg.timeout)
+	defer cancel()
+	log := slog.New(slog.DiscardHandler)
+	if cfg.verbose {
+		log = slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
+	}
+	sum, err := runDemo(ctx, n, parts, log)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	if cfg.json {
+		b, _ := json.Marshal(sum.JSON)
+		fmt.Fprintf(c.App.Writer, "%s\n", b)
+	} else {
+		sum.print(c.App.Writer)
+	}
+	if !sum.report.OK() {
+		return fmt.Errorf("demo: the output is not exactly once: %s", sum.report)
+	}
+	if sum.audit.flagged() > 0 {
+		return fmt.Errorf("demo: the audit flagged anomalies in clean data: %v", sum.audit.anomalies)
+	}
+	return nil
 }
 
 // demoJSON is the demo's --json output.
@@ -143,9 +164,7 @@ func runDemo(ctx context.Context, n int, parts int32, log *slog.Logger) (*demoSu
 	}
 	prod.Close()
 
-	w, err := pipeline.NewWorker(pipeline.Brokers(brokers...), pipeline.InputTopics(input), pipeline.OutputTopic(output),
-		pipeline.DLQTopic(dlqTopic), pipeline.Group("flakestream-demo"), pipeline.InstanceID("demo"),
-		pipeline.Numbers(gen), pipeline.Codec(cd), pipeline.Logger(log))
+	w, err := pipeline.NewWorker(demoWorkerOptions(brokers, input, output, dlqTopic, gen, cd, log)...)
 	if err != nil {
 		return nil, err
 	}
@@ -202,6 +221,14 @@ func runDemo(ctx context.Context, n int, parts int32, log *slog.Logger) (*demoSu
 		sum.samples = append(sum.samples, out[i])
 	}
 	return sum, nil
+}
+
+// demoWorkerOptions are the options of the demo's worker: the one place
+// the demo builds them.
+func demoWorkerOptions(brokers []string, input, output, dlq string, gen *idgen.Generator, cd *codec.Codec, log *slog.Logger) []pipeline.Opt {
+	return []pipeline.Opt{pipeline.Brokers(brokers...), pipeline.InputTopics(input), pipeline.OutputTopic(output),
+		pipeline.DLQTopic(dlq), pipeline.Group("flakestream-demo"), pipeline.InstanceID("demo"),
+		pipeline.Numbers(gen), pipeline.Codec(cd), pipeline.Logger(log)}
 }
 
 func (s *demoSummary) print(w io.Writer) {

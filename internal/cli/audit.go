@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flakestream/flakestream/pipeline"
+	"github.com/urfave/cli/v2"
+)
+
+// The audit's own flags.
+const (
+	flagAuditTopic     = "audit-topic"
+	flagStdout         = "stdout"
+	flagDupWindow      = "dup-window"
+	flagDupMaxEntries  = "dup-max-entries"
+	flagMaxSkew        = "max-skew"
+	flagMaxLag         = "max-lag"
+	flagAllowedServers = "allowed-servers"
+	flagAllowedWorkers = "allowed-workers"
+	flagCatchUpTimeout = "catch-up-timeout"
+)
+
+// auditConfig is what `flakestream audit` reads from its flags.
+type auditConfig struct {
+	consume        consumeConfig
+	layout         layoutConfig
+	kafka          kafkaConfig
+	ops            opsConfig
+	auditTopic     string
+	stdout         bool
+	numberField    string
+	dupWindow      time.Duration
+	dupMaxEntries  int
+	maxSkew        time.Duration
+	maxLag         time.Duration
+	allowedServers string
+	allowedWorkers string
+	catchUpTimeout time.Duration
+}
+
+func auditCommand() *cli.Command { return newAuditConfig().command() }
+
+func newAuditConfig() *auditConfig {
+	return &auditConfig{consume: consumeConfig{defaultGroup: pipeline.DefaultAuditGroup}}
+}
+
+// command is the audit command, its flags bound into cfg.
+func (cfg *auditConfig) command() *cli.Command {
+	return configured(&cli.Command{
+		Name:  "audit",
+		Usage: "decode every number of the numbered topic into an audit record, flag anomalies, and show them live",
+		Flags: concat(
+			cfg.consume.flags(flagInputTopic),
+			[]cli.Flag{
+				stringFlag(flagAuditTopic, &cfg.auditTopic, "", "topic the audit records go to, exactly once (default \"<first input topic>.audit\"; \"\" turns it off)"),
+				boolFlag(flagStdout, &cfg.stdout, "also write every audit record to standard output as a JSON line"),
+			},
+			cfg.consume.flags(flagGroup, flagInstanceID, flagTransactionalID),
+			[]cli.Flag{
+				numberFieldFlag(&cfg.numberField),
+				durationFlag(flagDupWindow, &cfg.dupWindow, pipeline.DefaultDupWindow, "a number seen again within this much number time is flagged duplicate"),
+				intFlag(flagDupMaxEntries, &cfg.dupMaxEntries, pipeline.DefaultDupMaxEntries, "numbers the duplicate window holds at most (about 6.4 to 10.7 bytes each); past it the oldest are dropped and the window is shorter"),
+				durationFlag(flagMaxSkew, &cfg.maxSkew, pipeline.DefaultMaxSkew, "a number more than this ahead of the clock is flagged future"),
+				durationFlag(flagMaxLag, &cfg.maxLag, pipeline.DefaultMaxLag, "a record whose timestamp is further than this from its number's time is flagged lag (0 turns the check off)"),
+				stringFlag(flagAllowedServers, &cfg.allowedServers, "", "server IDs expected, comma-separated, ranges too (\"1,2,5-7\"); any other is flagged unknown_server (default: any)"),
+				stringFlag(flagAllowedWorkers, &cfg.allowedWorkers, "", "worker IDs expected, comma-separated, ranges too (\"1,2,5-7\"); any other is flagged unknown_worker (default: any)"),
+				durationFlag(flagCatchUpTimeout, &cfg.catchUpTimeout, pipeline.DefaultCatchUpTimeout, "bound on reading back the last dup window of a partition this instance is given, so a restart or rebalance forgets nothing (0 turns the catch-up off)"),
+			},
+			cfg.consume.flags(flagCreateTopics, flagMaxPollRecords, flagTxnTimeout, flagSessionTimeout, flagShutdownTimeout),
+			cfg.layout.flags(), cfg.kafka.flags(), cfg.ops.flags(defaultAuditHTTPAddr)),
+		Action: cfg.run,
+	})
+}
+
+func (cfg *auditConfig) run(c *cli.Context) error {
+	log, err := cfg.ops.logger(c.App.ErrWriter)
+	if err != nil {
+		return err
+	}
+	reg := newRegistry()
+	opts, err := cfg.auditOptions(c)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, pipeline.AuditLogger(log), pipeline.AuditRegisterer(reg))
+	a, err := pipeline.NewAuditor(opts...)
+	if err != nil {
+		return asUsage(err)
+	}
+	if addr := cfg.ops.httpAddr; addr != "" {
+		bound, err := pipeline.Serve(c.Context, addr, reg, a.Ready, a.Handlers(), log)
+		if err != nil {
+			return fmt.Errorf("--%s %s: %w", flagHTTPAddr, addr, err)
+		}
+		log.Info("serving the live page at / and /metrics, /healthz, /readyz", "addr", bound.String())
+	}
+	return a.Run(c.Context)
+}
+
+// auditOptions turns audit's flags into the auditor's options: the one
+// place the CLI builds them.
+func (cfg *auditConfig) auditOptions(c *cli.Context) ([]pipeline.AuditOpt, error) {
+	cc := &cfg.consume
+	inputs := cc.inputTopics.Value()
+	if len(inputs) == 0 {
+		return nil, usageErr("--%s is required", flagInputTopic)
+	}
+	l, err := cfg.layout.layout()
+	if err != nil {
+		return nil, asUsage(err)
+	}
+	kopts, err := cfg.kafka.opts()
+	if err != nil {
+		return nil, err
+	}
+	// The default is derived, so "" (set on purpose) can mean off.
+	topic := inputs[0] + ".audit"
+	if c.IsSet(flagAuditTopic) {
+		topic = cfg.auditTopic
+	}
+	opts := []pipeline.AuditOpt{
+		pipeline.AuditBrokers(cfg.kafka.brokers.Value()...),
+		pipeline.AuditInputTopics(inputs...),
+		pipeline.AuditTopic(topic),
+		pipeline.AuditGroup(cc.group),
+		pipeline.AuditInstanceID(cc.instanceID),
+		pipeline.AuditLayout(l),
+		pipeline.AuditNumberField(cfg.numberField),
+		pipeline.AuditDupWindow(cfg.dupWindow),
+		pipeline.AuditDupMaxEntries(cfg.dupMaxEntries),
+		pipeline.AuditMaxSkew(cfg.maxSkew),
+		pipeline.AuditMaxLag(cfg.maxLag),
+		pipeline.AuditCatchUp(cfg.catchUpTimeout > 0, cfg.catchUpTimeout),
+		pipeline.AuditMaxPollRecords(cc.maxPollRecords),
+		pipeline.AuditTransactionTimeout(cc.txnTimeout),
+		pipeline.AuditSessionTimeout(cc.sessionTimeout),
+		pipeline.AuditShutdownTimeout(cc.shutdownTimeout),
+		pipeline.AuditKafkaOpts(kopts...),
+	}
+	for _, f := range []struct {
+		name, list string
+		opt        func(...int64) pipeline.AuditOpt
+	}{{flagAllowedServers, cfg.allowedServers, pipeline.AuditAllowedServers}, {flagAllowedWorkers, cfg.allowedWorkers, pipeline.AuditAllowedWorkers}} {
+		if strings.TrimSpace(f.list) == "" {
+			continue // unset or empty: any ID is allowed
+		}
+		ids, err := parseIDList(f.list)
+		if err != nil {
+			return nil, usageErr("--%s: %w", f.name, err)
+		}
+		opts = append(opts, f.opt(ids...))
+	}
+	if cfg.stdout {
+		opts = append(opts, pipeline.AuditStdout(c.App.Writer))
+	}
+	if cc.transactionalID != "" {
+		opts = append(opts, pipeline.AuditTransactionalID(cc.transactionalID))
+	}
+	if cc.createTopics {
+		opts = append(opts, pipeline.AuditCreateTopic())
+	}
+	return opts, nil
+}
+
+// parseIDList parses IDs such as "1,2,5-7" into their list. An empty item
+// is an error: a stray comma should not quietly shorten the list.
+func parseIDList(list string) ([]int64, error) {
+	var ids []int64
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		lo, hi, isRange := strings.Cut(item, "-")
+		a, err1 := strconv.ParseInt(lo, 10, 64)
+		b, err2 := a, error(nil)
+		if isRange {
+			b, err2 = strconv.ParseInt(hi, 10, 64)
+		}
+		// A range wider than any layout's field is a typo, not a list.
+		if err1 != nil || err2 != nil || a < 0 || b < a || b-a > 1<<20 {
+			return nil, fmt.Errorf("%q: want comma-separated non-negative IDs or ranges, such as 1,2,5-7", item)
+		}
+		for id := a; id <= b; id++ {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
