@@ -26,13 +26,14 @@ type progress struct {
 	bar         *progressbar.ProgressBar // drawn once the total is known
 	log         *slog.Logger
 	every       time.Duration
+	throttle    time.Duration // least time between two drawings of the bar
 	start, last time.Time
 	first       int64
 	done, total int64
 }
 
 func newProgress(w io.Writer, every time.Duration) *progress {
-	p := &progress{w: w, every: every, start: time.Now(), first: -1}
+	p := &progress{w: w, every: every, throttle: 200 * time.Millisecond, start: time.Now(), first: -1}
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		p.tty = true
 	}
@@ -74,7 +75,7 @@ func (p *progress) record(done, total int64) []any {
 		if p.bar == nil {
 			p.bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(p.w), progressbar.OptionSetDescription("replay"),
 				progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("records"),
-				progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionFullWidth())
+				progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(p.throttle), progressbar.OptionFullWidth())
 		}
 		p.bar.ChangeMax64(total)
 		// A bar at its maximum is finished for good, drawn complete: that
