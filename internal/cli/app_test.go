@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/flakestream/flakestream/internal/e2e"
 )
 
 // runApp runs flakestream in-process, as main does but without exiting:
@@ -149,5 +154,46 @@ func TestUserErrorsAreOneLine(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q; want %d, %q", code, errOut, c.code, c.want)
 			}
 		})
+	}
+}
+
+// background is flakestream running in-process on its own goroutine, as a
+// process test would run the binary.
+type background struct {
+	stderr *e2e.SyncBuffer
+	cancel context.CancelFunc
+	done   chan int // the exit code, once
+}
+
+// startApp starts flakestream in-process with args; the test's end stops
+// it if the test has not.
+func startApp(t *testing.T, args ...string) *background {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &background{stderr: &e2e.SyncBuffer{}, cancel: cancel, done: make(chan int, 1)}
+	app := App()
+	app.Reader, app.Writer, app.ErrWriter = strings.NewReader(""), io.Discard, b.stderr
+	go func() { b.done <- Run(ctx, app, append([]string{"flakestream"}, args...)) }()
+	t.Cleanup(func() {
+		if _, err := b.stop(30 * time.Second); err != nil {
+			t.Error(err)
+		}
+	})
+	return b
+}
+
+// stop cancels the app's context, as main does on the first SIGTERM, and
+// waits up to timeout for its exit code.
+func (b *background) stop(timeout time.Duration) (int, error) {
+	b.cancel()
+	select {
+	case code, ok := <-b.done:
+		if !ok {
+			return 0, nil // stopped already
+		}
+		close(b.done)
+		return code, nil
+	case <-time.After(timeout):
+		return -1, fmt.Errorf("flakestream did not return within %s of its context's end:\n%s", timeout, e2e.Tail(b.stderr.String(), 2000))
 	}
 }
