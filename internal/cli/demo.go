@@ -141,50 +141,13 @@ func runDemo(ctx context.Context, n int, parts int32, log *slog.Logger) (*demoSu
 		return nil, err
 	}
 
-	// The orders: one in a thousand malformed (every dead-letter class in
-	// turn), two in a thousand already numbered.
-	// The numbered ones carry numbers an earlier run (server 2) issued a
-	// minute before, and come first in their partitions (see numberedFirst):
-	// clean data, which the audit finds clean.
-	earlier, err := gen.Layout().Compose(time.Now().Add(-time.Minute).UnixMilli(), 2, 1, 0)
+	inputs, err := produceDemoOrders(ctx, brokers, input, parts, n, gen.Layout())
 	if err != nil {
 		return nil, err
 	}
-	mix := orders.Mix{BadPerMille: 1, NumberedPerMille: 2}
-	inputs := numberedFirst(orders.Records(input, parts, n, mix, 200, earlier), mix)
-	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		return nil, err
-	}
-	for i := 0; i < len(inputs); i += 10000 {
-		if err := prod.ProduceSync(ctx, inputs[i:min(i+10000, len(inputs))]...).FirstErr(); err != nil {
-			prod.Close()
-			return nil, fmt.Errorf("produce orders: %w", err)
-		}
-	}
-	prod.Close()
 
-	w, err := pipeline.NewWorker(demoWorkerOptions(brokers, input, output, dlqTopic, gen, cd, log)...)
+	took, err := runDemoWorker(ctx, n, demoWorkerOptions(brokers, input, output, dlqTopic, gen, cd, log))
 	if err != nil {
-		return nil, err
-	}
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan error, 1)
-	start := time.Now()
-	go func() { done <- w.Run(wctx) }()
-	for w.Stats().In < int64(n) {
-		select {
-		case err := <-done:
-			return nil, fmt.Errorf("worker stopped early: %v", err)
-		case <-ctx.Done():
-			return nil, fmt.Errorf("worker numbered %d of %d orders before the timeout", w.Stats().In, n)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	took := time.Since(start)
-	stop()
-	if err := <-done; err != nil {
 		return nil, err
 	}
 	// The audit runs after the worker, so that the worker's figure above
@@ -221,6 +184,62 @@ func runDemo(ctx context.Context, n int, parts int32, log *slog.Logger) (*demoSu
 		sum.samples = append(sum.samples, out[i])
 	}
 	return sum, nil
+}
+
+// runDemoWorker runs a worker with opts until it has read all n orders,
+// then stops it, and returns how long the n took.
+func runDemoWorker(ctx context.Context, n int, opts []pipeline.Opt) (time.Duration, error) {
+	w, err := pipeline.NewWorker(opts...)
+	if err != nil {
+		return 0, err
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- w.Run(wctx) }()
+	for w.Stats().In < int64(n) {
+		select {
+		case err := <-done:
+			return 0, fmt.Errorf("worker stopped early: %v", err)
+		case <-ctx.Done():
+			return 0, fmt.Errorf("worker numbered %d of %d orders before the timeout", w.Stats().In, n)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	took := time.Since(start)
+	stop()
+	if err := <-done; err != nil {
+		return 0, err
+	}
+	return took, nil
+}
+
+// produceDemoOrders writes the demo's n orders to input and returns them.
+func produceDemoOrders(ctx context.Context, brokers []string, input string, parts int32, n int, l idgen.Layout) ([]*kgo.Record, error) {
+	// The orders: one in a thousand malformed (every dead-letter class in
+	// turn), two in a thousand already numbered.
+	// The numbered ones carry numbers an earlier run (server 2) issued a
+	// minute before, and come first in their partitions (see numberedFirst):
+	// clean data, which the audit finds clean.
+	earlier, err := l.Compose(time.Now().Add(-time.Minute).UnixMilli(), 2, 1, 0)
+	if err != nil {
+		return nil, err
+	}
+	mix := orders.Mix{BadPerMille: 1, NumberedPerMille: 2}
+	inputs := numberedFirst(orders.Records(input, parts, n, mix, 200, earlier), mix)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < len(inputs); i += 10000 {
+		if err := prod.ProduceSync(ctx, inputs[i:min(i+10000, len(inputs))]...).FirstErr(); err != nil {
+			prod.Close()
+			return nil, fmt.Errorf("produce orders: %w", err)
+		}
+	}
+	prod.Close()
+	return inputs, nil
 }
 
 // demoWorkerOptions are the options of the demo's worker: the one place
