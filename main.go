@@ -17,13 +17,17 @@ import (
 
 func main() {
 	// The first SIGINT or SIGTERM cancels ctx, and every command shuts down
-	// in order within its bound. stop then restores the default handling,
-	// so a second signal ends the process at once.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// in order within its bound. A second one exits at once. (Not
+	// signal.NotifyContext's stop, which hands the second signal back to its
+	// inherited disposition: ignored, for a background job of a script.)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		<-ctx.Done()
-		stop()
-		fmt.Fprintln(os.Stderr, "flakestream: shutting down (send the signal again to exit at once)")
+		fmt.Fprintf(os.Stderr, "flakestream: %s: shutting down (send it again to exit at once)\n", <-sigs)
+		cancel()
+		fmt.Fprintf(os.Stderr, "flakestream: %s again: exiting now\n", <-sigs)
+		os.Exit(130)
 	}()
 	os.Exit(cli.Run(ctx, cli.App(), os.Args))
 }
