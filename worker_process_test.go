@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -84,26 +83,6 @@ func TestWorkerProcessKilledMidTransaction(t *testing.T) {
 		t.Fatalf("the worker did not say it left the group:\n%s", e2e.Tail(second.Stderr.String(), 2000))
 	}
 	t.Logf("SIGTERM to exit: %s", time.Since(stopAt).Round(time.Millisecond))
-}
-
-// A fatal error (here: the output topic does not exist) ends the process
-// with one clear line and exit code 1.
-func TestWorkerProcessFatalErrorIsOneLine(t *testing.T) {
-	e := newProcessEnv(t, 1)
-	p := e.StartWorker(t, "x", "--output-topic", e.Input+".missing", "--log-level", "error")
-	select {
-	case <-p.Done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("worker did not exit")
-	}
-	ee, ok := p.Err.(*exec.ExitError)
-	if !ok || ee.ExitCode() != 1 {
-		t.Fatalf("exit: %v", p.Err)
-	}
-	want := "flakestream: pipeline: topic does not exist: " + e.Input + ".missing (create it, or pass --create-topics)\n"
-	if got := p.Stderr.String(); got != want {
-		t.Fatalf("stderr %q, want %q", got, want)
-	}
 }
 
 func TestMain(m *testing.M) {

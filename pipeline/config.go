@@ -69,9 +69,9 @@ type cfg struct {
 func defaultCfg() cfg {
 	return cfg{
 		eos:           eos.DefaultConfig("worker"),
-		start:         StartEarliest,
-		maxBuffered:   100000,
-		fetchMaxBytes: 32 << 20,
+		start:         DefaultStartOffset,
+		maxBuffered:   DefaultMaxBufferedRecords,
+		fetchMaxBytes: DefaultFetchMaxBytes,
 		linger:        0,
 		prefetch:      -1,
 		parallelism:   runtime.GOMAXPROCS(0),

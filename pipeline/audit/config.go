@@ -63,6 +63,9 @@ const (
 	// DefaultMaxLag is how far apart a record's timestamp and its number's
 	// time may be.
 	DefaultMaxLag = 5 * time.Minute
+	// DefaultCatchUpTimeout bounds the reading back of the last duplicate
+	// window of a partition this instance is given.
+	DefaultCatchUpTimeout = time.Minute
 )
 
 func defaultCfg() cfg {
@@ -78,7 +81,7 @@ func defaultCfg() cfg {
 		maxLag:         DefaultMaxLag,
 		recent:         50,
 		catchUp:        true,
-		catchUpTimeout: time.Minute,
+		catchUpTimeout: DefaultCatchUpTimeout,
 		now:            time.Now,
 	}
 }

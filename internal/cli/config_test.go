@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"os"
@@ -12,7 +12,7 @@ import (
 // Every key of the example configuration files is a flag of the command the
 // file is for, so the examples cannot drift from the flags.
 func TestExampleConfigsUseRealFlags(t *testing.T) {
-	files, err := filepath.Glob("configs/*.yaml")
+	files, err := filepath.Glob("../../configs/*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no example configs: %v", err)
 	}
@@ -22,7 +22,7 @@ func TestExampleConfigsUseRealFlags(t *testing.T) {
 			command = "run"
 		}
 		t.Run(f, func(t *testing.T) {
-			cmd := newApp().Command(command)
+			cmd := App().Command(command)
 			if cmd == nil {
 				t.Fatalf("%s: no command %q", f, command)
 			}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -13,7 +13,6 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -40,7 +39,7 @@ func TestAuditCommandUserErrors(t *testing.T) {
 		{[]string{"audit", "--input-topic", "t", "--audit-topic", "t"}, "is also an input topic"},
 	}
 	for _, c := range cases {
-		_, stderr, code := runCLI(t, "", nil, c.args...)
+		_, stderr, code := runApp(t, "", nil, c.args...)
 		if code != 2 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, stderr %q: want exit 2 and one line with %q", c.args, code, stderr, c.want)
 		}
@@ -112,46 +111,46 @@ func TestAuditCommandKcat(t *testing.T) {
 	want := map[string][]string{topic + "/0/0": nil, topic + "/0/1": nil, topic + "/0/2": {"duplicate"},
 		topic + "/0/3": {"backwards"}, topic + "/0/4": nil, topic + "/1/0": nil}
 
-	cmd := exec.Command(binary(t), "audit", "--brokers", broker, "--input-topic", topic, "--create-topics", "--stdout",
-		"--http-addr", "127.0.0.1:0", "--group", topic+"-audit", "--instance-id", "t", "--allowed-servers", "3")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// In-process: the app's standard output is a pipe read line by line,
+	// and cancelling its context is the SIGTERM main turns into the same.
+	pr, pw := io.Pipe()
 	stderr := &e2e.SyncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	app := App()
+	app.Writer, app.ErrWriter = pw, stderr
+	runCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	exited := make(chan int, 1)
+	go func() {
+		code := Run(runCtx, app, []string{"flakestream", "audit", "--brokers", broker, "--input-topic", topic, "--create-topics", "--stdout",
+			"--http-addr", "127.0.0.1:0", "--group", topic + "-audit", "--instance-id", "t", "--allowed-servers", "3"})
+		pw.Close()
+		exited <- code
+	}()
 	var mu sync.Mutex
 	var lines []string
-	scanned := make(chan struct{})
 	go func() {
-		defer close(scanned)
-		sc := bufio.NewScanner(stdout)
+		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			mu.Lock()
 			lines = append(lines, sc.Text())
 			mu.Unlock()
 		}
 	}()
-	exited := make(chan error, 1)
-	go func() { <-scanned; exited <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(lines) }
 	if !verify.WaitFor(60*time.Second, func() bool { return count() >= len(want) }) {
 		t.Fatalf("%d audit lines of %d; stderr:\n%s", count(), len(want), stderr.String())
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
+	stop()
 	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
+	case code := <-exited:
+		if code != 0 {
+			t.Fatalf("exit %d after cancel:\n%s", code, stderr.String())
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("no exit within 30s of SIGTERM")
+		t.Fatalf("no exit within 30s of cancel")
 	}
+	mu.Lock()
+	defer mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -199,12 +198,12 @@ func TestAuditCommandConfig(t *testing.T) {
 		srv   []int64
 		lagMs int64
 	}{
-		{"example file", nil, []string{"--config", "configs/audit.yaml"}, "orders.numbered.audit", []int64{1}, 300000},
+		{"example file", nil, []string{"--config", "../../configs/audit.yaml"}, "orders.numbered.audit", []int64{1}, 300000},
 		{"default topic", nil, []string{"--input-topic", "in"}, "in.audit", nil, 300000},
 		{"off by flag", nil, []string{"--input-topic", "in", "--audit-topic", ""}, "", nil, 300000},
 		{"off by env", map[string]string{"FLAKESTREAM_AUDIT_TOPIC": ""}, []string{"--input-topic", "in"}, "", nil, 300000},
 		{"off by file", nil, []string{"--config", yamlFile("input-topic: [in]\naudit-topic: \"\"\nallowed-servers: \"1,3-4\"\nmax-lag: 0s\n")}, "", []int64{1, 3, 4}, 0},
-		{"env over file", map[string]string{"FLAKESTREAM_ALLOWED_SERVERS": "7"}, []string{"--config", "configs/audit.yaml"}, "orders.numbered.audit", []int64{7}, 300000},
+		{"env over file", map[string]string{"FLAKESTREAM_ALLOWED_SERVERS": "7"}, []string{"--config", "../../configs/audit.yaml"}, "orders.numbered.audit", []int64{7}, 300000},
 		{"flag over env", map[string]string{"FLAKESTREAM_MAX_LAG": "1m"}, []string{"--input-topic", "in", "--max-lag", "2m"}, "in.audit", nil, 120000},
 	}
 	for _, c := range cases {
@@ -212,14 +211,15 @@ func TestAuditCommandConfig(t *testing.T) {
 			for k, v := range c.env {
 				t.Setenv(k, v)
 			}
-			cmd := auditCommand()
+			cfg := newAuditConfig()
+			cmd := cfg.command()
 			var summary struct {
 				AuditTopic string  `json:"audit_topic"`
 				Servers    []int64 `json:"allowed_servers"`
 				MaxLagMs   int64   `json:"max_lag_ms"`
 			}
 			cmd.Action = func(c *cli.Context) error {
-				opts, err := auditOptsFrom(c)
+				opts, err := cfg.auditOptions(c)
 				if err != nil {
 					return err
 				}
@@ -246,7 +246,7 @@ func TestAuditCommandConfig(t *testing.T) {
 // `demo --json` audits its output and reports every anomaly kind, all zero
 // on its clean data.
 func TestDemoAuditsClean(t *testing.T) {
-	out, stderr, code := runCLI(t, "", nil, "demo", "--json", "--orders", "5000")
+	out, stderr, code := runApp(t, "", nil, "demo", "--json", "--orders", "5000")
 	if code != 0 {
 		t.Fatalf("demo exit %d: %s", code, stderr)
 	}

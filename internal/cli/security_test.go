@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -101,8 +101,8 @@ func TestRunOverTLSWithSASL(t *testing.T) {
 				t.Fatalf("produce over TLS with %s: %v", mech, err)
 			}
 
-			w := e2e.StartEnv(t, "worker "+mech, "", []string{"FLAKESTREAM_SASL_PASSWORD=s3cret"},
-				"run", "--brokers", strings.Join(c.ListenAddrs(), ","), "--kafka-tls-ca", caFile,
+			t.Setenv("FLAKESTREAM_SASL_PASSWORD", "s3cret")
+			w := startApp(t, "run", "--brokers", strings.Join(c.ListenAddrs(), ","), "--kafka-tls-ca", caFile,
 				"--sasl-mechanism", mech, "--sasl-user", "flakestream",
 				"--input-topic", "orders", "--output-topic", "orders.numbered", "--redis", redis.URL,
 				"--redis-prefix", "tls-"+mech, "--server-id", "1", "--worker-id", "1", "--http-addr", "")
@@ -117,7 +117,7 @@ func TestRunOverTLSWithSASL(t *testing.T) {
 			for got < len(recs) {
 				fs := cons.PollFetches(ctx)
 				if ctx.Err() != nil {
-					t.Fatalf("read %d of %d numbered orders over TLS with %s; worker log:\n%s", got, len(recs), mech, e2e.Tail(w.Stderr.String(), 2000))
+					t.Fatalf("read %d of %d numbered orders over TLS with %s; worker log:\n%s", got, len(recs), mech, e2e.Tail(w.stderr.String(), 2000))
 				}
 				fs.EachRecord(func(r *kgo.Record) {
 					if len(r.Headers) == 0 || r.Headers[len(r.Headers)-2].Key != "flakestream-number" {
@@ -126,8 +126,8 @@ func TestRunOverTLSWithSASL(t *testing.T) {
 					got++
 				})
 			}
-			if err := w.Stop(20 * time.Second); err != nil {
-				t.Fatal(err)
+			if code, err := w.stop(20 * time.Second); err != nil || code != 0 {
+				t.Fatalf("exit %d, %v, after the end of its context:\n%s", code, err, e2e.Tail(w.stderr.String(), 2000))
 			}
 
 		})

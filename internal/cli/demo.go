@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -20,48 +20,69 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
+// The demo's own flags.
+const (
+	flagOrders  = "orders"
+	flagTimeout = "timeout"
+)
+
+// Defaults of the demo, which belongs to the CLI alone.
+const (
+	defaultDemoOrders  = 100000
+	defaultDemoTimeout = 2 * time.Minute
+)
+
+// demoConfig is what `flakestream demo` reads from its flags.
+type demoConfig struct {
+	orders, partitions int
+	json, verbose      bool
+	timeout            time.Duration
+}
+
 func demoCommand() *cli.Command {
-	return &cli.Command{
+	cfg := &demoConfig{}
+	return configured(&cli.Command{
 		Name:  "demo",
 		Usage: "run the whole job in one process on embedded Kafka (kfake) and Redis (miniredis), then check it",
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "orders", Value: 100000, Usage: "how many order events to number (a few malformed, a few already numbered)"},
-			&cli.IntFlag{Name: "partitions", Value: 4, Usage: "partitions of the demo topics"},
-			&cli.BoolFlag{Name: "json", Usage: "print the summary as one JSON object"},
-			&cli.BoolFlag{Name: "verbose", Usage: "log what the worker does"},
-			&cli.DurationFlag{Name: "timeout", Value: 2 * time.Minute, Usage: "give up after this long"},
+			intFlag(flagOrders, &cfg.orders, defaultDemoOrders, "how many order events to number (a few malformed, a few already numbered)"),
+			partitionsFlag(&cfg.partitions, "partitions of the demo topics"),
+			jsonFlag(&cfg.json, "print the summary as one JSON object"),
+			verboseFlag(&cfg.verbose, "log what the worker does"),
+			durationFlag(flagTimeout, &cfg.timeout, defaultDemoTimeout, "give up after this long"),
 		},
-		OnUsageError: usageError,
-		Action: func(c *cli.Context) error {
-			n, parts := c.Int("orders"), int32(c.Int("partitions"))
-			if n < 1 || parts < 1 {
-				return &exitError{code: 2, err: fmt.Errorf("--orders and --partitions must be at least 1")}
-			}
-			ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
-			defer cancel()
-			log := slog.New(slog.DiscardHandler)
-			if c.Bool("verbose") {
-				log = slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
-			}
-			sum, err := runDemo(ctx, n, parts, log)
-			if err != nil {
-				return fmt.Errorf("demo: %w", err)
-			}
-			if c.Bool("json") {
-				b, _ := json.Marshal(sum.JSON)
-				fmt.Fprintf(c.App.Writer, "%s\n", b)
-			} else {
-				sum.print(c.App.Writer)
-			}
-			if !sum.report.OK() {
-				return fmt.Errorf("demo: the output is not exactly once: %s", sum.report)
-			}
-			if sum.audit.flagged() > 0 {
-				return fmt.Errorf("demo: the audit flagged anomalies in clean data: %v", sum.audit.anomalies)
-			}
-			return nil
-		},
+		Action: cfg.run,
+	})
+}
+
+func (cfg *demoConfig) run(c *cli.Context) error {
+	n, parts := cfg.orders, int32(cfg.partitions)
+	if n < 1 || parts < 1 {
+		return usageErr("--%s and --%s must be at least 1", flagOrders, flagPartitions)
 	}
+	ctx, cancel := context.WithTimeout(c.Context, cfg.timeout)
+	defer cancel()
+	log := slog.New(slog.DiscardHandler)
+	if cfg.verbose {
+		log = slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
+	}
+	sum, err := runDemo(ctx, n, parts, log)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	if cfg.json {
+		b, _ := json.Marshal(sum.JSON)
+		fmt.Fprintf(c.App.Writer, "%s\n", b)
+	} else {
+		sum.print(c.App.Writer)
+	}
+	if !sum.report.OK() {
+		return fmt.Errorf("demo: the output is not exactly once: %s", sum.report)
+	}
+	if sum.audit.flagged() > 0 {
+		return fmt.Errorf("demo: the audit flagged anomalies in clean data: %v", sum.audit.anomalies)
+	}
+	return nil
 }
 
 // demoJSON is the demo's --json output.
@@ -120,52 +141,13 @@ func runDemo(ctx context.Context, n int, parts int32, log *slog.Logger) (*demoSu
 		return nil, err
 	}
 
-	// The orders: one in a thousand malformed (every dead-letter class in
-	// turn), two in a thousand already numbered.
-	// The numbered ones carry numbers an earlier run (server 2) issued a
-	// minute before, and come first in their partitions (see numberedFirst):
-	// clean data, which the audit finds clean.
-	earlier, err := gen.Layout().Compose(time.Now().Add(-time.Minute).UnixMilli(), 2, 1, 0)
+	inputs, err := produceDemoOrders(ctx, brokers, input, parts, n, gen.Layout())
 	if err != nil {
 		return nil, err
 	}
-	mix := orders.Mix{BadPerMille: 1, NumberedPerMille: 2}
-	inputs := numberedFirst(orders.Records(input, parts, n, mix, 200, earlier), mix)
-	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		return nil, err
-	}
-	for i := 0; i < len(inputs); i += 10000 {
-		if err := prod.ProduceSync(ctx, inputs[i:min(i+10000, len(inputs))]...).FirstErr(); err != nil {
-			prod.Close()
-			return nil, fmt.Errorf("produce orders: %w", err)
-		}
-	}
-	prod.Close()
 
-	w, err := pipeline.NewWorker(pipeline.Brokers(brokers...), pipeline.InputTopics(input), pipeline.OutputTopic(output),
-		pipeline.DLQTopic(dlqTopic), pipeline.Group("flakestream-demo"), pipeline.InstanceID("demo"),
-		pipeline.Numbers(gen), pipeline.Codec(cd), pipeline.Logger(log))
+	took, err := runDemoWorker(ctx, n, demoWorkerOptions(brokers, input, output, dlqTopic, gen, cd, log))
 	if err != nil {
-		return nil, err
-	}
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan error, 1)
-	start := time.Now()
-	go func() { done <- w.Run(wctx) }()
-	for w.Stats().In < int64(n) {
-		select {
-		case err := <-done:
-			return nil, fmt.Errorf("worker stopped early: %v", err)
-		case <-ctx.Done():
-			return nil, fmt.Errorf("worker numbered %d of %d orders before the timeout", w.Stats().In, n)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	took := time.Since(start)
-	stop()
-	if err := <-done; err != nil {
 		return nil, err
 	}
 	// The audit runs after the worker, so that the worker's figure above
@@ -202,6 +184,70 @@ func runDemo(ctx context.Context, n int, parts int32, log *slog.Logger) (*demoSu
 		sum.samples = append(sum.samples, out[i])
 	}
 	return sum, nil
+}
+
+// runDemoWorker runs a worker with opts until it has read all n orders,
+// then stops it, and returns how long the n took.
+func runDemoWorker(ctx context.Context, n int, opts []pipeline.Opt) (time.Duration, error) {
+	w, err := pipeline.NewWorker(opts...)
+	if err != nil {
+		return 0, err
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- w.Run(wctx) }()
+	for w.Stats().In < int64(n) {
+		select {
+		case err := <-done:
+			return 0, fmt.Errorf("worker stopped early: %v", err)
+		case <-ctx.Done():
+			return 0, fmt.Errorf("worker numbered %d of %d orders before the timeout", w.Stats().In, n)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	took := time.Since(start)
+	stop()
+	if err := <-done; err != nil {
+		return 0, err
+	}
+	return took, nil
+}
+
+// produceDemoOrders writes the demo's n orders to input and returns them.
+func produceDemoOrders(ctx context.Context, brokers []string, input string, parts int32, n int, l idgen.Layout) ([]*kgo.Record, error) {
+	// The orders: one in a thousand malformed (every dead-letter class in
+	// turn), two in a thousand already numbered.
+	// The numbered ones carry numbers an earlier run (server 2) issued a
+	// minute before, and come first in their partitions (see numberedFirst):
+	// clean data, which the audit finds clean.
+	earlier, err := l.Compose(time.Now().Add(-time.Minute).UnixMilli(), 2, 1, 0)
+	if err != nil {
+		return nil, err
+	}
+	mix := orders.Mix{BadPerMille: 1, NumberedPerMille: 2}
+	inputs := numberedFirst(orders.Records(input, parts, n, mix, 200, earlier), mix)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < len(inputs); i += 10000 {
+		if err := prod.ProduceSync(ctx, inputs[i:min(i+10000, len(inputs))]...).FirstErr(); err != nil {
+			prod.Close()
+			return nil, fmt.Errorf("produce orders: %w", err)
+		}
+	}
+	prod.Close()
+	return inputs, nil
+}
+
+// demoWorkerOptions are the options of the demo's worker: the one place
+// the demo builds them.
+func demoWorkerOptions(brokers []string, input, output, dlq string, gen *idgen.Generator, cd *codec.Codec, log *slog.Logger) []pipeline.Opt {
+	return []pipeline.Opt{pipeline.Brokers(brokers...), pipeline.InputTopics(input), pipeline.OutputTopic(output),
+		pipeline.DLQTopic(dlq), pipeline.Group("flakestream-demo"), pipeline.InstanceID("demo"),
+		pipeline.Numbers(gen), pipeline.Codec(cd), pipeline.Logger(log)}
 }
 
 func (s *demoSummary) print(w io.Writer) {

@@ -1,0 +1,101 @@
+// Package cli is flakestream's command line: an urfave/cli/v2 app with one
+// file per command (run, audit, replay, demo, gen, decode, layout, bench)
+// and its flags defined once, in shared groups (group_*.go).
+//
+// Every flag can be set three more ways than on the command line: a
+// FLAKESTREAM_<FLAG> variable and a key of the YAML file given by --config.
+// urfave/cli's altsrc resolves the precedence flag > environment > file >
+// default; nothing here merges them by hand.
+//
+// Tests run the app in-process through [App]; main only adds the signals
+// and the exit code.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+)
+
+// App returns the flakestream command line. Each call builds new flags and
+// the structs they bind into, so two apps never share a setting.
+func App() *cli.App {
+	return &cli.App{
+		Name:                 "flakestream",
+		Usage:                "number order events in-stream with reversible snowflake numbers, exactly once",
+		HideHelpCommand:      true,
+		EnableBashCompletion: false,
+		OnUsageError:         usageError,
+		Commands: []*cli.Command{
+			genCommand(),
+			decodeCommand(),
+			layoutCommand(),
+			runCommand(),
+			auditCommand(),
+			demoCommand(),
+			benchCommand(),
+			replayCommand(),
+		},
+		// Errors are printed once, by Run, as one line.
+		ExitErrHandler: func(*cli.Context, error) {},
+		Reader:         os.Stdin,
+		Writer:         os.Stdout,
+		ErrWriter:      os.Stderr,
+	}
+}
+
+// Run runs app with args until it ends or ctx is cancelled, prints an error
+// as one line on the app's ErrWriter, and returns the exit code: 0, 1 for a
+// runtime error, 2 for a usage error, 130 for an interrupted replay. Only
+// main exits.
+func Run(ctx context.Context, app *cli.App, args []string) int {
+	err := app.RunContext(ctx, args)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(app.ErrWriter, "flakestream: %v\n", err)
+	return ExitCode(err)
+}
+
+// ExitCode is the exit code for err: 0 for nil, the code an exit error
+// carries, otherwise 1.
+func ExitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return 1
+}
+
+// exitError carries an exit code to main, the only place that exits.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErr is a user error: exit code 2.
+func usageErr(format string, a ...any) error {
+	return &exitError{code: 2, err: fmt.Errorf(format, a...)}
+}
+
+// asUsage marks err, if not nil, as a user error.
+func asUsage(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &exitError{code: 2, err: err}
+}
+
+// usageError keeps a bad flag to one line instead of the whole help text.
+func usageError(_ *cli.Context, err error, _ bool) error {
+	return &exitError{code: 2, err: fmt.Errorf("%w (see --help)", err)}
+}

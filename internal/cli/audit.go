@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flakestream/flakestream/pipeline/audit"
+
+	"github.com/flakestream/flakestream/pipeline"
+	"github.com/urfave/cli/v2"
+)
+
+// The audit's own flags.
+const (
+	flagAuditTopic     = "audit-topic"
+	flagStdout         = "stdout"
+	flagDupWindow      = "dup-window"
+	flagDupMaxEntries  = "dup-max-entries"
+	flagMaxSkew        = "max-skew"
+	flagMaxLag         = "max-lag"
+	flagAllowedServers = "allowed-servers"
+	flagAllowedWorkers = "allowed-workers"
+	flagCatchUpTimeout = "catch-up-timeout"
+)
+
+// auditConfig is what `flakestream audit` reads from its flags.
+type auditConfig struct {
+	consume        consumeConfig
+	layout         layoutConfig
+	kafka          kafkaConfig
+	ops            opsConfig
+	auditTopic     string
+	stdout         bool
+	numberField    string
+	dupWindow      time.Duration
+	dupMaxEntries  int
+	maxSkew        time.Duration
+	maxLag         time.Duration
+	allowedServers string
+	allowedWorkers string
+	catchUpTimeout time.Duration
+}
+
+func auditCommand() *cli.Command { return newAuditConfig().command() }
+
+func newAuditConfig() *auditConfig {
+	return &auditConfig{consume: consumeConfig{defaultGroup: audit.DefaultGroup}}
+}
+
+// command is the audit command, its flags bound into cfg.
+func (cfg *auditConfig) command() *cli.Command {
+	return configured(&cli.Command{
+		Name:  "audit",
+		Usage: "decode every number of the numbered topic into an audit record, flag anomalies, and show them live",
+		Flags: concat(
+			cfg.consume.flags(flagInputTopic),
+			[]cli.Flag{
+				stringFlag(flagAuditTopic, &cfg.auditTopic, "", "topic the audit records go to, exactly once (default \"<first input topic>.audit\"; \"\" turns it off)"),
+				boolFlag(flagStdout, &cfg.stdout, "also write every audit record to standard output as a JSON line"),
+			},
+			cfg.consume.flags(flagGroup, flagInstanceID, flagTransactionalID),
+			[]cli.Flag{
+				numberFieldFlag(&cfg.numberField),
+				durationFlag(flagDupWindow, &cfg.dupWindow, audit.DefaultDupWindow, "a number seen again within this much number time is flagged duplicate"),
+				intFlag(flagDupMaxEntries, &cfg.dupMaxEntries, audit.DefaultDupMaxEntries, "numbers the duplicate window holds at most (about 6.4 to 10.7 bytes each); past it the oldest are dropped and the window is shorter"),
+				durationFlag(flagMaxSkew, &cfg.maxSkew, audit.DefaultMaxSkew, "a number more than this ahead of the clock is flagged future"),
+				durationFlag(flagMaxLag, &cfg.maxLag, audit.DefaultMaxLag, "a record whose timestamp is further than this from its number's time is flagged lag (0 turns the check off)"),
+				stringFlag(flagAllowedServers, &cfg.allowedServers, "", "server IDs expected, comma-separated, ranges too (\"1,2,5-7\"); any other is flagged unknown_server (default: any)"),
+				stringFlag(flagAllowedWorkers, &cfg.allowedWorkers, "", "worker IDs expected, comma-separated, ranges too (\"1,2,5-7\"); any other is flagged unknown_worker (default: any)"),
+				durationFlag(flagCatchUpTimeout, &cfg.catchUpTimeout, audit.DefaultCatchUpTimeout, "bound on reading back the last dup window of a partition this instance is given, so a restart or rebalance forgets nothing (0 turns the catch-up off)"),
+			},
+			cfg.consume.flags(flagCreateTopics, flagMaxPollRecords, flagTxnTimeout, flagSessionTimeout, flagShutdownTimeout),
+			cfg.layout.flags(), cfg.kafka.flags(), cfg.ops.flags(defaultAuditHTTPAddr)),
+		Action: cfg.run,
+	})
+}
+
+func (cfg *auditConfig) run(c *cli.Context) error {
+	log, err := cfg.ops.logger(c.App.ErrWriter)
+	if err != nil {
+		return err
+	}
+	reg := newRegistry()
+	opts, err := cfg.auditOptions(c)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, audit.Logger(log), audit.Registerer(reg))
+	a, err := audit.New(opts...)
+	if err != nil {
+		return asUsage(err)
+	}
+	if addr := cfg.ops.httpAddr; addr != "" {
+		bound, err := pipeline.Serve(c.Context, addr, reg, a.Ready, a.Handlers(), log)
+		if err != nil {
+			return fmt.Errorf("--%s %s: %w", flagHTTPAddr, addr, err)
+		}
+		log.Info("serving the live page at / and /metrics, /healthz, /readyz", "addr", bound.String())
+	}
+	return a.Run(c.Context)
+}
+
+// auditOptions turns audit's flags into the auditor's options: the one
+// place the CLI builds them.
+func (cfg *auditConfig) auditOptions(c *cli.Context) ([]audit.Opt, error) {
+	cc := &cfg.consume
+	inputs := cc.inputTopics.Value()
+	if len(inputs) == 0 {
+		return nil, usageErr("--%s is required", flagInputTopic)
+	}
+	l, err := cfg.layout.layout()
+	if err != nil {
+		return nil, asUsage(err)
+	}
+	kopts, err := cfg.kafka.opts()
+	if err != nil {
+		return nil, err
+	}
+	// The default is derived, so "" (set on purpose) can mean off.
+	topic := inputs[0] + ".audit"
+	if c.IsSet(flagAuditTopic) {
+		topic = cfg.auditTopic
+	}
+	opts := []audit.Opt{
+		audit.Brokers(cfg.kafka.brokers.Value()...),
+		audit.InputTopics(inputs...),
+		audit.Topic(topic),
+		audit.Group(cc.group),
+		audit.InstanceID(cc.instanceID),
+		audit.Layout(l),
+		audit.NumberField(cfg.numberField),
+		audit.DupWindow(cfg.dupWindow),
+		audit.DupMaxEntries(cfg.dupMaxEntries),
+		audit.MaxSkew(cfg.maxSkew),
+		audit.MaxLag(cfg.maxLag),
+		audit.CatchUp(cfg.catchUpTimeout > 0, cfg.catchUpTimeout),
+		audit.MaxPollRecords(cc.maxPollRecords),
+		audit.TransactionTimeout(cc.txnTimeout),
+		audit.SessionTimeout(cc.sessionTimeout),
+		audit.ShutdownTimeout(cc.shutdownTimeout),
+		audit.KafkaOpts(kopts...),
+	}
+	for _, f := range []struct {
+		name, list string
+		opt        func(...int64) audit.Opt
+	}{{flagAllowedServers, cfg.allowedServers, audit.AllowedServers}, {flagAllowedWorkers, cfg.allowedWorkers, audit.AllowedWorkers}} {
+		if strings.TrimSpace(f.list) == "" {
+			continue // unset or empty: any ID is allowed
+		}
+		ids, err := parseIDList(f.list)
+		if err != nil {
+			return nil, usageErr("--%s: %w", f.name, err)
+		}
+		opts = append(opts, f.opt(ids...))
+	}
+	if cfg.stdout {
+		opts = append(opts, audit.Stdout(c.App.Writer))
+	}
+	if cc.transactionalID != "" {
+		opts = append(opts, audit.TransactionalID(cc.transactionalID))
+	}
+	if cc.createTopics {
+		opts = append(opts, audit.CreateTopic())
+	}
+	return opts, nil
+}
+
+// parseIDList parses IDs such as "1,2,5-7" into their list. An empty item
+// is an error: a stray comma should not quietly shorten the list.
+func parseIDList(list string) ([]int64, error) {
+	var ids []int64
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		lo, hi, isRange := strings.Cut(item, "-")
+		a, err1 := strconv.ParseInt(lo, 10, 64)
+		b, err2 := a, error(nil)
+		if isRange {
+			b, err2 = strconv.ParseInt(hi, 10, 64)
+		}
+		// A range wider than any layout's field is a typo, not a list.
+		if err1 != nil || err2 != nil || a < 0 || b < a || b-a > 1<<20 {
+			return nil, fmt.Errorf("%q: want comma-separated non-negative IDs or ranges, such as 1,2,5-7", item)
+		}
+		for id := a; id <= b; id++ {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}

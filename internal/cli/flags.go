@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v2/altsrc"
+	"gopkg.in/yaml.v3"
+)
+
+// The constructors below give every flag the same three sources besides
+// the command line: FLAKESTREAM_<FLAG> (envVar) and the --config file
+// (altsrc). Each flag binds into a field of its command's config struct
+// (Destination), so actions read fields, not names.
+
+// flagConfig is --config, the YAML file whose keys are flag names.
+const flagConfig = "config"
+
+// envVar is the environment variable of the flag name: FLAKESTREAM_ and
+// the name in upper case with _ for -.
+func envVar(name string) string {
+	return "FLAKESTREAM_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+func stringFlag(name string, dst *string, value, usage string) cli.Flag {
+	return altsrc.NewStringFlag(&cli.StringFlag{Name: name, Value: value, Usage: usage, EnvVars: []string{envVar(name)}, Destination: dst})
+}
+
+func stringSliceFlag(name string, dst *cli.StringSlice, value []string, usage string) cli.Flag {
+	f := &cli.StringSliceFlag{Name: name, Usage: usage, EnvVars: []string{envVar(name)}, Destination: dst}
+	if value != nil {
+		f.Value = cli.NewStringSlice(value...)
+	}
+	return altsrc.NewStringSliceFlag(f)
+}
+
+func durationFlag(name string, dst *time.Duration, value time.Duration, usage string) cli.Flag {
+	return altsrc.NewDurationFlag(&cli.DurationFlag{Name: name, Value: value, Usage: usage, EnvVars: []string{envVar(name)}, Destination: dst})
+}
+
+func boolFlag(name string, dst *bool, usage string) cli.Flag {
+	return altsrc.NewBoolFlag(&cli.BoolFlag{Name: name, Usage: usage, EnvVars: []string{envVar(name)}, Destination: dst})
+}
+
+func intFlag(name string, dst *int, value int, usage string) cli.Flag {
+	return altsrc.NewIntFlag(&cli.IntFlag{Name: name, Value: value, Usage: usage, EnvVars: []string{envVar(name)}, Destination: dst})
+}
+
+func int64Flag(name string, dst *int64, value int64, usage string) cli.Flag {
+	return altsrc.NewInt64Flag(&cli.Int64Flag{Name: name, Value: value, Usage: usage, EnvVars: []string{envVar(name)}, Destination: dst})
+}
+
+// configured adds --config to a command and loads the YAML file it names
+// before the action runs, so every altsrc flag can come from the file.
+func configured(cmd *cli.Command) *cli.Command {
+	cmd.Flags = append([]cli.Flag{&cli.StringFlag{
+		Name:    flagConfig,
+		Usage:   "YAML `FILE` whose keys are flag names (flags and FLAKESTREAM_* variables override it)",
+		EnvVars: []string{envVar(flagConfig)},
+	}}, cmd.Flags...)
+	load := altsrc.InitInputSourceWithContext(cmd.Flags, func(c *cli.Context) (altsrc.InputSourceContext, error) {
+		return yamlSource(c.String(flagConfig))
+	})
+	cmd.Before = func(c *cli.Context) error {
+		if _, err := yamlSource(c.String(flagConfig)); err != nil {
+			return err // one line, not altsrc's wrapping over three
+		}
+		return load(c)
+	}
+	cmd.OnUsageError = usageError
+	return cmd
+}
+
+func concat(groups ...[]cli.Flag) []cli.Flag {
+	var out []cli.Flag
+	for _, g := range groups {
+		out = append(out, g...)
+	}
+	return out
+}
+
+// yamlSource reads the --config file (none: an empty source). Its keys are
+// flag names.
+func yamlSource(path string) (altsrc.InputSourceContext, error) {
+	values := map[any]any{}
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("config file: %w", err)
+		}
+		if err := yaml.Unmarshal(b, &values); err != nil {
+			return nil, fmt.Errorf("config file %s: %w", path, err)
+		}
+	}
+	return altsrc.NewMapInputSource(path, values), nil
+}

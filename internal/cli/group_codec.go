@@ -1,0 +1,47 @@
+package cli
+
+import (
+	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/idgen"
+	"github.com/urfave/cli/v2"
+)
+
+// The codec group: where and how the number goes into an order event.
+const (
+	flagNumberField    = "number-field"
+	flagNumberFormat   = "number-format"
+	flagMaxRecordBytes = "max-record-bytes"
+)
+
+type codecConfig struct {
+	field, format string
+	maxBytes      int
+}
+
+func (cc *codecConfig) flags() []cli.Flag {
+	return []cli.Flag{
+		numberFieldFlag(&cc.field),
+		stringFlag(flagNumberFormat, &cc.format, codec.DefaultNumberFormat.String(), "string writes \"order_no\":\"123\" (safe for JavaScript), number writes \"order_no\":123"),
+		intFlag(flagMaxRecordBytes, &cc.maxBytes, codec.DefaultMaxBytes, "larger values are dead-lettered as too_large without being read"),
+	}
+}
+
+// numberFieldFlag is --number-field; the audit reads the field the worker
+// writes.
+func numberFieldFlag(dst *string) cli.Flag {
+	return stringFlag(flagNumberField, dst, codec.DefaultField, "top-level JSON field the number is written to (and read from, when a record has no flakestream-number header)")
+}
+
+// codec builds the codec the flags describe. A number an event already
+// carries must decode under the layout to pass through.
+func (cc *codecConfig) codec(l idgen.Layout) (*codec.Codec, error) {
+	f, err := codec.ParseNumberFormat(cc.format)
+	if err != nil {
+		return nil, usageErr("--%s: %w", flagNumberFormat, err)
+	}
+	cd, err := codec.New(codec.Config{
+		Field: cc.field, Format: f, MaxBytes: cc.maxBytes,
+		Valid: func(id int64) error { _, err := l.Decompose(id); return err },
+	})
+	return cd, asUsage(err)
+}

@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/flakestream/flakestream/pipeline"
+	"github.com/urfave/cli/v2"
+)
+
+// The consume group: the topics, the consumer group, the transactional
+// identity and the bounds of the exactly-once loop, shared by run, audit,
+// replay and bench. Each command picks the flags it needs by name.
+const (
+	flagInputTopic         = "input-topic"
+	flagOutputTopic        = "output-topic"
+	flagDLQTopic           = "dlq-topic"
+	flagGroup              = "group"
+	flagInstanceID         = "instance-id"
+	flagTransactionalID    = "transactional-id"
+	flagStartOffset        = "start-offset"
+	flagCreateTopics       = "create-topics"
+	flagMaxPollRecords     = "max-poll-records"
+	flagMaxBufferedRecords = "max-buffered-records"
+	flagFetchMaxBytes      = "fetch-max-bytes"
+	flagLinger             = "linger"
+	flagTxnTimeout         = "txn-timeout"
+	flagSessionTimeout     = "session-timeout"
+	flagStaticMembership   = "static-membership"
+	flagShutdownTimeout    = "shutdown-timeout"
+)
+
+type consumeConfig struct {
+	// defaultGroup is the default of --group: the worker's and the
+	// auditor's groups differ, so that both can read one topic.
+	defaultGroup string
+
+	inputTopics      cli.StringSlice // run and audit: several topics
+	inputTopic       string          // replay: one topic
+	outputTopic      string
+	dlqTopic         string
+	group            string
+	instanceID       string
+	transactionalID  string
+	startOffset      string
+	createTopics     bool
+	maxPollRecords   int
+	maxBuffered      int
+	fetchMaxBytes    int
+	linger           time.Duration
+	txnTimeout       time.Duration
+	sessionTimeout   time.Duration
+	staticMembership bool
+	shutdownTimeout  time.Duration
+}
+
+// flags returns the flags of names, in that order. A name outside the
+// group is a programming error.
+func (cc *consumeConfig) flags(names ...string) []cli.Flag {
+	out := make([]cli.Flag, 0, len(names))
+	for _, n := range names {
+		out = append(out, cc.flag(n))
+	}
+	return out
+}
+
+func (cc *consumeConfig) flag(name string) cli.Flag {
+	switch name {
+	case flagInputTopic:
+		return stringSliceFlag(name, &cc.inputTopics, nil, "topic to read: order events (run) or numbered events (audit); repeat for several; required")
+	case flagOutputTopic:
+		return stringFlag(name, &cc.outputTopic, "", "topic the numbered events go to (required)")
+	case flagDLQTopic:
+		return stringFlag(name, &cc.dlqTopic, "", "dead-letter topic (default: run \"<first input topic>.dlq\", replay \"<output topic>.dlq\")")
+	case flagGroup:
+		return stringFlag(name, &cc.group, cc.defaultGroup, "consumer group (a new group starts at --start-offset, the audit's at the earliest offset)")
+	case flagInstanceID:
+		host, _ := os.Hostname()
+		return stringFlag(name, &cc.instanceID, host, "this instance's stable name (default: the host name, unique per pod); the transactional ID is flakestream-<group>-<instance-id>")
+	case flagTransactionalID:
+		return stringFlag(name, &cc.transactionalID, "", "transactional ID, overriding the one derived from --instance-id")
+	case flagStartOffset:
+		return stringFlag(name, &cc.startOffset, string(pipeline.DefaultStartOffset), "where a group with no committed offsets starts: earliest (no order skipped) or latest")
+	case flagCreateTopics:
+		return boolFlag(name, &cc.createTopics, "create a missing output, DLQ or audit topic with the input's partition count instead of refusing to start")
+	case flagMaxPollRecords:
+		return intFlag(name, &cc.maxPollRecords, pipeline.DefaultMaxPollRecords, "records per transaction at most")
+	case flagMaxBufferedRecords:
+		return intFlag(name, &cc.maxBuffered, pipeline.DefaultMaxBufferedRecords, "records buffered for producing at most")
+	case flagFetchMaxBytes:
+		return intFlag(name, &cc.fetchMaxBytes, pipeline.DefaultFetchMaxBytes, "bytes per fetch response at most")
+	case flagLinger:
+		return durationFlag(name, &cc.linger, 0, "producer linger (each transaction flushes at its end anyway)")
+	case flagTxnTimeout:
+		return durationFlag(name, &cc.txnTimeout, pipeline.DefaultTransactionTimeout, "transaction timeout: how long readers wait behind an instance that died mid-transaction and never came back")
+	case flagSessionTimeout:
+		return durationFlag(name, &cc.sessionTimeout, pipeline.DefaultSessionTimeout, "group session timeout: how long the group waits for a dead member before handing its partitions on")
+	case flagStaticMembership:
+		return boolFlag(name, &cc.staticMembership, "join as static member --instance-id (KIP-345): a restart under the same ID takes its partitions back without a rebalance; a member gone for good is removed only after --session-timeout")
+	case flagShutdownTimeout:
+		return durationFlag(name, &cc.shutdownTimeout, pipeline.DefaultShutdownTimeout, "bound on finishing the open transaction and leaving the group after a signal")
+	}
+	panic(fmt.Sprintf("cli: %q is not a flag of the consume group", name))
+}
+
+// replayInputTopicFlag is replay's --input-topic: one topic, a string in
+// the environment and the YAML file (run's and audit's is a list).
+func replayInputTopicFlag(dst *string) cli.Flag {
+	return stringFlag(flagInputTopic, dst, "", "topic to replay (required)")
+}
+
+// flagPartitions is the partition count of the topics demo and bench
+// create on their embedded Kafka.
+const flagPartitions = "partitions"
+
+const defaultPartitions = 4
+
+func partitionsFlag(dst *int, usage string) cli.Flag {
+	return intFlag(flagPartitions, dst, defaultPartitions, usage)
+}

@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"time"
+
+	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/pipeline"
+	"github.com/redis/go-redis/v9"
+	"github.com/urfave/cli/v2"
+)
+
+// The idempotency group: one order key, one number.
+const (
+	flagIdempotencyKey      = "idempotency-key"
+	flagIdempotencyTTL      = "idempotency-ttl"
+	flagIdempotencyOptional = "idempotency-optional"
+	flagOnRepeat            = "on-repeat"
+)
+
+type idempotencyConfig struct {
+	key      string
+	ttl      time.Duration
+	optional bool
+	onRepeat string
+}
+
+func (ic *idempotencyConfig) flags() []cli.Flag {
+	return []cli.Flag{
+		stringFlag(flagIdempotencyKey, &ic.key, "", "give records with the same key the same number: key (the Kafka record key) or field:<name> (a top-level JSON field); off by default"),
+		durationFlag(flagIdempotencyTTL, &ic.ttl, idgen.DefaultKeyTTL, "how long a key keeps its number"),
+		boolFlag(flagIdempotencyOptional, &ic.optional, "number a record without the key like any other, instead of dead-lettering it as missing_key"),
+		stringFlag(flagOnRepeat, &ic.onRepeat, pipeline.DefaultOnRepeat, "a record whose key already has a number: emit it with that number and flakestream-repeat: true, or drop it (counted)"),
+	}
+}
+
+// enabled says whether an idempotency key is configured.
+func (ic *idempotencyConfig) enabled() bool { return ic.key != "" }
+
+// idempotency returns the idempotency the flags ask for, or nil.
+func (ic *idempotencyConfig) idempotency(rc redis.Cmdable, prefix string) (*pipeline.Idempotency, error) {
+	if !ic.enabled() {
+		return nil, nil
+	}
+	field, err := pipeline.ParseIdempotencyKey(ic.key)
+	if err != nil {
+		return nil, asUsage(err)
+	}
+	drop, err := pipeline.ParseOnRepeat(ic.onRepeat)
+	if err != nil {
+		return nil, asUsage(err)
+	}
+	store, err := idgen.NewKeyStore(rc, prefix, ic.ttl)
+	if err != nil {
+		return nil, asUsage(err)
+	}
+	return &pipeline.Idempotency{Store: store, Field: field, Optional: ic.optional, Drop: drop}, nil
+}

@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/urfave/cli/v2"
+)
+
+// The operations group: logs, metrics and health, and the output switches
+// of the one-shot commands.
+const (
+	flagHTTPAddr  = "http-addr"
+	flagLogFormat = "log-format"
+	flagLogLevel  = "log-level"
+	flagJSON      = "json"
+	flagVerbose   = "verbose"
+)
+
+// Defaults of the operations flags, which belong to the CLI alone.
+const (
+	defaultRunHTTPAddr   = ":9464"
+	defaultAuditHTTPAddr = ":9465"
+	defaultLogFormat     = "text"
+	defaultLogLevel      = "info"
+)
+
+type opsConfig struct {
+	httpAddr, logFormat, logLevel string
+}
+
+// flags are the operations flags of a long-running command serving its
+// metrics on httpAddr by default.
+func (o *opsConfig) flags(httpAddr string) []cli.Flag {
+	return append([]cli.Flag{
+		stringFlag(flagHTTPAddr, &o.httpAddr, httpAddr, "serve /metrics, /healthz and /readyz on this address (\"\" turns it off)"),
+	}, o.logFlags()...)
+}
+
+func (o *opsConfig) logFlags() []cli.Flag {
+	return []cli.Flag{
+		stringFlag(flagLogFormat, &o.logFormat, defaultLogFormat, "log format: text or json"),
+		stringFlag(flagLogLevel, &o.logLevel, defaultLogLevel, "log level: debug, info, warn or error"),
+	}
+}
+
+// logger builds the structured logger the flags describe, writing to w
+// (the app's standard error, or what draws on it).
+func (o *opsConfig) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return nil, usageErr("--%s %q: want debug, info, warn or error", flagLogLevel, o.logLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch o.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usageErr("--%s %q: want text or json", flagLogFormat, o.logFormat)
+}
+
+func jsonFlag(dst *bool, usage string) cli.Flag { return boolFlag(flagJSON, dst, usage) }
+
+func verboseFlag(dst *bool, usage string) cli.Flag { return boolFlag(flagVerbose, dst, usage) }
+
+// newRegistry returns a registry with the Go runtime and process collectors.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// withTimeout runs f with ctx bounded by d.
+func withTimeout(ctx context.Context, d time.Duration, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return f(ctx)
+}

@@ -1,0 +1,166 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/flakestream/flakestream/pipeline/replay"
+
+	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/pipeline"
+	"github.com/redis/go-redis/v9"
+	"github.com/urfave/cli/v2"
+)
+
+// The replay's own flags.
+const (
+	flagFrom          = "from"
+	flagTo            = "to"
+	flagReplayID      = "replay-id"
+	flagProgressEvery = "progress-every"
+)
+
+// defaultProgressEvery is how often a replay logs its progress when
+// standard error is not a terminal.
+const defaultProgressEvery = 5 * time.Second
+
+// replayConfig is what `flakestream replay` reads from its flags.
+type replayConfig struct {
+	consume       consumeConfig
+	identity      identityConfig
+	layout        layoutConfig
+	redis         redisConfig
+	codec         codecConfig
+	idempotency   idempotencyConfig
+	kafka         kafkaConfig
+	ops           opsConfig
+	from, to      string
+	replayID      string
+	progressEvery time.Duration
+	sequencer     string
+}
+
+func replayCommand() *cli.Command {
+	cfg := &replayConfig{identity: identityConfig{required: true}}
+	return configured(&cli.Command{
+		Name:  "replay",
+		Usage: "number a bounded range of a topic into another, exactly once, resumable",
+		Flags: concat(
+			[]cli.Flag{replayInputTopicFlag(&cfg.consume.inputTopic)},
+			cfg.consume.flags(flagOutputTopic, flagDLQTopic),
+			[]cli.Flag{
+				stringFlag(flagFrom, &cfg.from, "start", "start of the range: start, an RFC 3339 time, or partition:offset,..."),
+				stringFlag(flagTo, &cfg.to, "end", "end of the range (exclusive): end (the high watermarks when the replay first starts), an RFC 3339 time, or partition:offset,..."),
+				stringFlag(flagReplayID, &cfg.replayID, "", "name of the replay's consumer group and transactional ID, flakestream-replay-<id> (default: derived from topics and bounds, so the same command resumes)"),
+			},
+			cfg.consume.flags(flagCreateTopics, flagMaxPollRecords, flagTxnTimeout),
+			[]cli.Flag{
+				durationFlag(flagProgressEvery, &cfg.progressEvery, defaultProgressEvery, "how often to log progress when standard error is not a terminal"),
+				sequencerFlag(&cfg.sequencer),
+			},
+			cfg.identity.flags(), cfg.layout.flags(), cfg.redis.flags(), cfg.codec.flags(), cfg.idempotency.flags(),
+			cfg.kafka.flags(), cfg.ops.logFlags()),
+		Action: cfg.run,
+	})
+}
+
+func (cfg *replayConfig) run(c *cli.Context) error {
+	// Log lines go through the progress display, so that they are written
+	// above a terminal's bar, never into it.
+	prog := newProgress(c.App.ErrWriter, cfg.progressEvery)
+	log, err := cfg.ops.logger(prog)
+	if err != nil {
+		return err
+	}
+	prog.log = log
+	in, out := cfg.consume.inputTopic, cfg.consume.outputTopic
+	if in == "" || out == "" {
+		return usageErr("--%s and --%s are required", flagInputTopic, flagOutputTopic)
+	}
+	from, err := replay.ParseBound(cfg.from)
+	if err != nil {
+		return usageErr("--%s: %w", flagFrom, err)
+	}
+	to, err := replay.ParseBound(cfg.to)
+	if err != nil {
+		return usageErr("--%s: %w", flagTo, err)
+	}
+	if err := cfg.identity.check(c); err != nil {
+		return err
+	}
+	l, err := cfg.layout.layout()
+	if err != nil {
+		return err
+	}
+	// Redis holds the replay's range (and the keys), whatever the
+	// sequencer; the sequencer shares the client.
+	rc, err := idgen.RedisClient(cfg.redis.url)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	g, closeSeq, err := cfg.redis.generator(cfg.sequencer, l, cfg.identity.server, cfg.identity.worker, rc, nil)
+	if err != nil {
+		return err
+	}
+	defer closeSeq()
+	rcfg, err := cfg.replayOptions(g, rc, from, to, log)
+	if err != nil {
+		return err
+	}
+	rcfg.Progress = prog.update
+	log.Info("replay", "input", in, "output", out, "from", from.String(), "to", to.String(), "group", "flakestream-replay-"+rcfg.ID)
+	ranges, err := replay.Run(c.Context, rcfg)
+	if err == nil && c.Context.Err() != nil {
+		err = &exitError{code: 130, err: fmt.Errorf("replay interrupted; run the same command again to resume")}
+	} else if err != nil {
+		err = fmt.Errorf("replay: %w", err)
+	}
+	// The bar is drawn complete only if the replay is; the error, if any,
+	// comes after it.
+	prog.finish(err == nil)
+	if err != nil {
+		return err
+	}
+	log.Info("replay complete", "partitions", len(ranges), "records", prog.total)
+	return nil
+}
+
+// replayOptions turns replay's flags into the replay's configuration: the
+// one place the CLI builds it. Progress is left to the caller.
+func (cfg *replayConfig) replayOptions(g *idgen.Generator, rc *redis.Client, from, to replay.Bound, log *slog.Logger) (replay.Config, error) {
+	cc := &cfg.consume
+	idem, err := cfg.idempotency.idempotency(rc, cfg.redis.prefix)
+	if err != nil {
+		return replay.Config{}, err
+	}
+	cd, err := cfg.codec.codec(g.Layout())
+	if err != nil {
+		return replay.Config{}, err
+	}
+	kopts, err := cfg.kafka.opts()
+	if err != nil {
+		return replay.Config{}, err
+	}
+	dlq := cc.dlqTopic
+	if dlq == "" {
+		dlq = cc.outputTopic + ".dlq"
+	}
+	worker := []pipeline.Opt{pipeline.Numbers(g), pipeline.Codec(cd), pipeline.DLQTopic(dlq), pipeline.Logger(log),
+		pipeline.MaxPollRecords(cc.maxPollRecords), pipeline.TransactionTimeout(cc.txnTimeout)}
+	if idem != nil {
+		worker = append(worker, pipeline.WithIdempotency(idem))
+	}
+	if cc.createTopics {
+		worker = append(worker, pipeline.CreateTopics())
+	}
+	id := cfg.replayID
+	if id == "" {
+		id = replay.ID(cc.inputTopic, cc.outputTopic, from, to)
+	}
+	return replay.Config{
+		Brokers: cfg.kafka.brokers.Value(), KafkaOpts: kopts, Input: cc.inputTopic, Output: cc.outputTopic, From: from, To: to, ID: id,
+		Redis: rc, RedisPrefix: cfg.redis.prefix, Worker: worker,
+	}, nil
+}

@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/pipeline"
+	"github.com/redis/go-redis/v9"
+	"github.com/urfave/cli/v2"
+)
+
+// runConfig is what `flakestream run` reads from its flags.
+type runConfig struct {
+	consume     consumeConfig
+	identity    identityConfig
+	layout      layoutConfig
+	redis       redisConfig
+	codec       codecConfig
+	idempotency idempotencyConfig
+	kafka       kafkaConfig
+	ops         opsConfig
+	sequencer   string
+}
+
+func runCommand() *cli.Command {
+	cfg := &runConfig{consume: consumeConfig{defaultGroup: pipeline.DefaultGroup}, identity: identityConfig{required: true}}
+	return configured(&cli.Command{
+		Name:  "run",
+		Usage: "number order events from the input topic(s) into the output topic, exactly once",
+		Flags: concat(
+			cfg.consume.flags(flagInputTopic, flagOutputTopic, flagDLQTopic, flagGroup, flagInstanceID, flagTransactionalID,
+				flagStartOffset, flagCreateTopics, flagMaxPollRecords, flagMaxBufferedRecords, flagFetchMaxBytes, flagLinger,
+				flagTxnTimeout, flagSessionTimeout, flagStaticMembership, flagShutdownTimeout),
+			[]cli.Flag{sequencerFlag(&cfg.sequencer)},
+			cfg.identity.flags(), cfg.layout.flags(), cfg.redis.flags(), cfg.codec.flags(), cfg.idempotency.flags(),
+			cfg.kafka.flags(), cfg.ops.flags(defaultRunHTTPAddr)),
+		Action: cfg.run,
+	})
+}
+
+func (cfg *runConfig) run(c *cli.Context) error {
+	log, err := cfg.ops.logger(c.App.ErrWriter)
+	if err != nil {
+		return err
+	}
+	if err := cfg.identity.check(c); err != nil {
+		return err
+	}
+	l, err := cfg.layout.layout()
+	if err != nil {
+		return err
+	}
+	reg := newRegistry()
+	// One Redis client for the sequencer and the idempotency keys.
+	var rc *redis.Client
+	if cfg.sequencer == sequencerRedis || cfg.idempotency.enabled() {
+		if rc, err = idgen.RedisClient(cfg.redis.url); err != nil {
+			return err
+		}
+		defer rc.Close()
+	}
+	g, closeSeq, err := cfg.redis.generator(cfg.sequencer, l, cfg.identity.server, cfg.identity.worker, rc, func(s idgen.Sequencer) idgen.Sequencer {
+		return pipeline.NewTimedSequencer(s, reg)
+	})
+	if err != nil {
+		return err
+	}
+	defer closeSeq()
+	if cfg.sequencer == sequencerMemory {
+		log.Warn("--sequencer memory: numbers are unique only within this one process; run more than one instance and they will collide")
+	}
+	pipeline.RegisterGenerator(reg, g)
+	idem, err := cfg.idempotency.idempotency(rc, cfg.redis.prefix)
+	if err != nil {
+		return err
+	}
+	opts, err := cfg.workerOptions(g, idem)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, pipeline.Logger(log), pipeline.Registerer(reg))
+	w, err := pipeline.NewWorker(opts...)
+	if err != nil {
+		return asUsage(err)
+	}
+	if addr := cfg.ops.httpAddr; addr != "" {
+		bound, err := pipeline.Serve(c.Context, addr, reg, w.Ready, nil, log)
+		if err != nil {
+			return fmt.Errorf("--%s %s: %w", flagHTTPAddr, addr, err)
+		}
+		log.Info("serving /metrics, /healthz, /readyz", "addr", bound.String())
+	}
+	log.Info("numbering", "layout", l.String(), "server_id", cfg.identity.server, "worker_id", cfg.identity.worker,
+		"capacity_per_second", l.PerSecond(), "layout_end", l.End().Format(time.RFC3339))
+	return w.Run(c.Context)
+}
+
+// workerOptions turns run's flags into the worker's options: the one place
+// the CLI builds them. idem is nil without an idempotency key.
+func (cfg *runConfig) workerOptions(g *idgen.Generator, idem *pipeline.Idempotency) ([]pipeline.Opt, error) {
+	cc := &cfg.consume
+	inputs := cc.inputTopics.Value()
+	if len(inputs) == 0 || cc.outputTopic == "" {
+		return nil, usageErr("--%s and --%s are required", flagInputTopic, flagOutputTopic)
+	}
+	cd, err := cfg.codec.codec(g.Layout())
+	if err != nil {
+		return nil, err
+	}
+	kopts, err := cfg.kafka.opts()
+	if err != nil {
+		return nil, err
+	}
+	opts := []pipeline.Opt{
+		pipeline.Brokers(cfg.kafka.brokers.Value()...),
+		pipeline.InputTopics(inputs...),
+		pipeline.OutputTopic(cc.outputTopic),
+		pipeline.Group(cc.group),
+		pipeline.InstanceID(cc.instanceID),
+		pipeline.Numbers(g),
+		pipeline.Codec(cd),
+		pipeline.Start(pipeline.StartOffset(cc.startOffset)),
+		pipeline.MaxPollRecords(cc.maxPollRecords),
+		pipeline.MaxBufferedRecords(cc.maxBuffered),
+		pipeline.FetchMaxBytes(int32(cc.fetchMaxBytes)),
+		pipeline.Linger(cc.linger),
+		pipeline.TransactionTimeout(cc.txnTimeout),
+		pipeline.ShutdownTimeout(cc.shutdownTimeout),
+		pipeline.SessionTimeout(cc.sessionTimeout),
+		pipeline.KafkaOpts(kopts...),
+	}
+	if cc.staticMembership {
+		opts = append(opts, pipeline.StaticMembership())
+	}
+	if cc.dlqTopic != "" {
+		opts = append(opts, pipeline.DLQTopic(cc.dlqTopic))
+	}
+	if cc.transactionalID != "" {
+		opts = append(opts, pipeline.TransactionalID(cc.transactionalID))
+	}
+	if cc.createTopics {
+		opts = append(opts, pipeline.CreateTopics())
+	}
+	if idem != nil {
+		opts = append(opts, pipeline.WithIdempotency(idem))
+	}
+	return opts, nil
+}
