@@ -287,13 +287,21 @@ func TestDashboardPanels(t *testing.T) {
 	}
 }
 
-// TestMetricNamesExported starts a worker and an auditor and checks that
-// every metric the rules and the dashboard name is one they export (or one
+// TestMetricNamesExported starts a worker and an auditor, lists what they
+// export (go test -v), and checks that every metric the rules and the dashboard name is one they export (or one
 // Prometheus makes, or one the rules record): a renamed metric fails here,
 // not on a dashboard nobody looks at until the night it matters.
 func TestMetricNamesExported(t *testing.T) {
 	s := startStack(t)
 	exported := s.exported(t)
+	for _, n := range sortedKeys(exported) { // with -v: what they export
+		t.Logf("exported: %-55s by the %s", n, exported[n])
+	}
+	for _, want := range []string{"flakestream_ready", "flakestream_consumer_lag", "flakestream_audit_consumer_lag"} {
+		if exported[want] == "" {
+			t.Errorf("%s is not exported", want)
+		}
+	}
 	recorded := map[string]bool{}
 	for _, r := range loadRules(t) {
 		if r.Record != "" {
