@@ -38,7 +38,8 @@ const (
 // auditor, and Debian's prometheus-alertmanager routing to a webhook in the
 // test. With no duplicate, FlakestreamDuplicateNumber stays silent; one
 // duplicate number written to the numbered topic makes it fire within 30s
-// and reach the webhook.
+// and reach the webhook with its severity and runbook. On the way, every
+// query of the dashboard must return data from the worker and the auditor.
 func TestDuplicateAlertOnPrometheus(t *testing.T) {
 	promBin := lookBinary(t, "prometheus", "prometheus")
 	amBin := lookBinary(t, "prometheus-alertmanager", "prometheus-alertmanager")
@@ -121,6 +122,16 @@ scrape_configs:
 	}
 	t.Logf("%s silent for %v (%d evaluations) with no duplicate", dupAlert, silentFor, int(silentFor/time.Second))
 
+	// Every dashboard query returns data from the real worker and auditor:
+	// not only does it parse, it selects what they export.
+	for _, q := range dashboardQueries(t) {
+		if v, err := promQuery(prom, q.expr); err != nil {
+			t.Errorf("%s: %v", q.where, err)
+		} else if len(v) == 0 {
+			t.Errorf("%s: no data on Prometheus\n%s", q.where, q.expr)
+		}
+	}
+
 	// One duplicate number.
 	injected := time.Now()
 	s.injectDuplicate(t)
@@ -137,6 +148,11 @@ scrape_configs:
 	waitFor(t, 30*time.Second, dupAlert+" at the webhook through Alertmanager", func() (bool, string) {
 		return hook.received(dupAlert), "nothing yet"
 	})
+	got, _ := hook.alert(dupAlert)
+	if got.Labels["severity"] != "critical" || got.Labels["job"] != "flakestream-audit" ||
+		got.Annotations["runbook"] != runbookBase+"runbook-flakestreamduplicatenumber" || got.Annotations["summary"] == "" {
+		t.Errorf("the webhook got %+v: want severity critical, job flakestream-audit, a summary and the runbook link", got)
+	}
 	t.Logf("%s at the webhook %.1fs after the duplicate was written", dupAlert, time.Since(injected).Seconds())
 }
 
@@ -303,22 +319,26 @@ func promAlerts(prom string) (map[string]string, error) {
 	return out, nil
 }
 
-// webhook is Alertmanager's receiver: it keeps the names of the firing
-// alerts it was sent.
+// webhookAlert is one alert of Alertmanager's webhook message.
+type webhookAlert struct {
+	Status      string            `json:"status"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+// webhook is Alertmanager's receiver: it keeps the last firing alert it
+// was sent of each name.
 type webhook struct {
 	*httptest.Server
-	mu    sync.Mutex
-	names map[string]bool
+	mu     sync.Mutex
+	alerts map[string]webhookAlert
 }
 
 func newWebhook(t *testing.T) *webhook {
-	h := &webhook{names: map[string]bool{}}
+	h := &webhook{alerts: map[string]webhookAlert{}}
 	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var msg struct {
-			Alerts []struct {
-				Status string            `json:"status"`
-				Labels map[string]string `json:"labels"`
-			} `json:"alerts"`
+			Alerts []webhookAlert `json:"alerts"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&msg); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -327,7 +347,7 @@ func newWebhook(t *testing.T) *webhook {
 		h.mu.Lock()
 		for _, a := range msg.Alerts {
 			if a.Status == "firing" {
-				h.names[a.Labels["alertname"]] = true
+				h.alerts[a.Labels["alertname"]] = a
 			}
 		}
 		h.mu.Unlock()
@@ -337,7 +357,13 @@ func newWebhook(t *testing.T) *webhook {
 }
 
 func (h *webhook) received(name string) bool {
+	_, ok := h.alert(name)
+	return ok
+}
+
+func (h *webhook) alert(name string) (webhookAlert, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.names[name]
+	a, ok := h.alerts[name]
+	return a, ok
 }
