@@ -7,7 +7,7 @@ PKGS    ?= ./...
 # missing one fail instead of skip.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all test test-kafka lint fmt vet staticcheck bench demo build fuzz clean
+.PHONY: all test test-kafka test-rules lint fmt vet staticcheck bench demo build fuzz clean
 
 all: lint test
 
@@ -35,6 +35,14 @@ test-kafka:
 		$(GO) test $(E2EFLAGS) $(E2E_PKGS); \
 	echo "test-kafka: replay and idempotency on Apache Kafka"; \
 	KAFKA_BROKERS=$$addr $(GO) test -count=1 -timeout 10m -run '$(REPLAY_TESTS)' ./pipeline/ ./pipeline/replay/ .
+
+# The Prometheus rules: promtool checks them (and the docker-compose
+# Prometheus configuration) and runs their unit tests. Debian: apt-get
+# install prometheus.
+PROMTOOL ?= promtool
+test-rules:
+	$(PROMTOOL) check rules deploy/prometheus/flakestream-rules.yml
+	cd deploy/prometheus && $(PROMTOOL) check config prometheus.yml && $(PROMTOOL) test rules flakestream-rules.test.yml
 
 lint: fmt vet staticcheck
 

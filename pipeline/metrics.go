@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -102,6 +103,9 @@ func (t *TimedSequencer) Reserve(ctx context.Context, req idgen.Request) (idgen.
 // Serve serves /metrics from reg, /healthz, and /readyz (ready reports why
 // not, or nil) on addr until ctx ends. extra adds handlers (the audit page).
 func Serve(ctx context.Context, addr string, reg *prometheus.Registry, ready func() error, extra map[string]http.Handler, log *slog.Logger) (net.Addr, error) {
+	if err := reg.Register(newReadyGauge(ready)); err != nil {
+		return nil, fmt.Errorf("register flakestream_ready: %w", err)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
