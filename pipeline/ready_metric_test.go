@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/flakestream/flakestream/internal/pipetest"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -20,7 +21,7 @@ func TestReadyMetricFollowsReadyz(t *testing.T) {
 			return nil
 		}
 		return errors.New("not in the consumer group yet")
-	}, nil, testLogger(t))
+	}, nil, pipetest.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestReadyMetricFollowsReadyz(t *testing.T) {
 	}
 	// A second Serve on the same registry is refused with an error, not a
 	// panic.
-	if _, err := Serve(t.Context(), "127.0.0.1:0", reg, func() error { return nil }, nil, testLogger(t)); err == nil {
+	if _, err := Serve(t.Context(), "127.0.0.1:0", reg, func() error { return nil }, nil, pipetest.Logger(t)); err == nil {
 		t.Error("a second Serve on one registry: no error")
 	}
 }
