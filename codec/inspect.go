@@ -75,6 +75,9 @@ func (in Inspection) Err() error {
 	msg := in.msg
 	switch in.class {
 	case ClassDuplicateField, ClassInvalidNumber:
+		if in.field == "" { // a Rejected inspection: Msg is complete
+			break
+		}
 		msg = fmt.Sprintf("field %q: %s", in.field, msg)
 	case "":
 		// A zero Inspection: a bug in the caller, not in the value.

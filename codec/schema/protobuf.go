@@ -1,0 +1,232 @@
+package schema
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/bufbuild/protocompile"
+	"github.com/flakestream/flakestream/codec"
+	"github.com/twmb/franz-go/pkg/sr"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+)
+
+// protoPlan is what one Protobuf writer schema (a .proto file) needs.
+type protoPlan struct {
+	file protoreflect.FileDescriptor
+	out  sr.Schema
+	s    *Settings
+
+	mu   sync.RWMutex
+	msgs map[string]*protoMsg // by the value's raw message-index bytes
+}
+
+// protoMsg is one message type of the file, as a message-index path names it.
+type protoMsg struct {
+	md      protoreflect.MessageDescriptor
+	fd      protoreflect.FieldDescriptor // the number field, nil when lacking
+	subject string
+	bad     *codec.InputError // no such message, or no usable number field
+}
+
+// newProtoPlan compiles the writer's .proto text with its references (each
+// under its reference name, the import path) and the well-known imports.
+func newProtoPlan(w *writer, s *Settings) (*protoPlan, *codec.InputError) {
+	main := fmt.Sprintf("flakestream-schema-%d.proto", w.id)
+	srcs := map[string]string{main: w.text.Schema}
+	for _, r := range w.refs {
+		srcs[r.name] = r.Schema.Schema
+	}
+	comp := protocompile.Compiler{
+		Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
+			Accessor: func(path string) (io.ReadCloser, error) {
+				if src, ok := srcs[path]; ok {
+					return io.NopCloser(strings.NewReader(src)), nil
+				}
+				return nil, fmt.Errorf("%q is neither a reference of schema %d nor a well-known import", path, w.id)
+			},
+		}),
+	}
+	files, err := comp.Compile(context.Background(), main)
+	if err != nil {
+		return nil, &codec.InputError{Class: codec.ClassUnknownSchema, Offset: 1,
+			Msg: fmt.Sprintf("schema id %d does not compile as Protobuf: %v", w.id, err)}
+	}
+	return &protoPlan{file: files[0], s: s, msgs: map[string]*protoMsg{},
+		out: sr.Schema{Schema: w.text.Schema, Type: sr.TypeProtobuf, References: w.text.References}}, nil
+}
+
+// message returns the message type that the index bytes name.
+func (p *protoPlan) message(raw []byte, path []int) *protoMsg {
+	p.mu.RLock()
+	m, ok := p.msgs[string(raw)]
+	p.mu.RUnlock()
+	if ok {
+		return m
+	}
+	m = p.resolve(path)
+	p.mu.Lock()
+	p.msgs[string(raw)] = m
+	p.mu.Unlock()
+	return m
+}
+
+func (p *protoPlan) resolve(path []int) *protoMsg {
+	msgs := p.file.Messages()
+	var md protoreflect.MessageDescriptor
+	for depth, i := range path {
+		if i >= msgs.Len() {
+			return &protoMsg{bad: &codec.InputError{Class: codec.ClassUndecodable, Offset: headerLen,
+				Msg: fmt.Sprintf("message index %v names no message of the schema (level %d has %d)", path, depth, msgs.Len())}}
+		}
+		md = msgs.Get(i)
+		msgs = md.Messages()
+	}
+	m := &protoMsg{md: md, subject: p.s.Strategy.subject(p.s.OutputTopic, string(md.FullName()))}
+	fd := md.Fields().ByName(protoreflect.Name(p.s.Field))
+	switch {
+	case fd == nil:
+		m.bad = &codec.InputError{Class: codec.ClassNoNumberField, Offset: headerLen,
+			Msg: fmt.Sprintf("message %s has no field %q", md.FullName(), p.s.Field)}
+	case fd.IsList() || fd.IsMap() || !numberKind(fd.Kind()):
+		m.bad = &codec.InputError{Class: codec.ClassNoNumberField, Offset: headerLen,
+			Msg: fmt.Sprintf("message %s field %q is %s: want a singular int64, uint64, fixed64 or string",
+				md.FullName(), p.s.Field, kindName(fd))}
+	default:
+		m.fd = fd
+	}
+	return m
+}
+
+func numberKind(k protoreflect.Kind) bool {
+	switch k {
+	case protoreflect.Int64Kind, protoreflect.Uint64Kind, protoreflect.Fixed64Kind, protoreflect.StringKind:
+		return true
+	}
+	return false
+}
+
+func kindName(fd protoreflect.FieldDescriptor) string {
+	switch {
+	case fd.IsMap():
+		return "a map"
+	case fd.IsList():
+		return "repeated " + fd.Kind().String()
+	}
+	return fd.Kind().String()
+}
+
+// decode checks the payload against the message type.
+func decode(md protoreflect.MessageDescriptor, payload []byte, off int) (*dynamicpb.Message, *codec.InputError) {
+	msg := dynamicpb.NewMessage(md)
+	if err := proto.Unmarshal(payload, msg); err != nil {
+		return nil, &codec.InputError{Class: codec.ClassUndecodable, Offset: off,
+			Msg: fmt.Sprintf("payload does not decode as %s", md.FullName()), Err: err}
+	}
+	return msg, nil
+}
+
+// inspect says whether the message needs a number.
+func (m *protoMsg) inspect(payload []byte, off int, s *Settings) (codec.Kind, int64, *codec.InputError) {
+	msg, bad := decode(m.md, payload, off)
+	if bad != nil {
+		return codec.Bad, 0, bad
+	}
+	if !msg.Has(m.fd) {
+		return codec.NeedsNumber, 0, nil
+	}
+	v := msg.Get(m.fd)
+	var (
+		n   int64
+		why string
+	)
+	switch m.fd.Kind() {
+	case protoreflect.StringKind:
+		var err error
+		if n, err = codec.ParseNumber([]byte(v.String())); err != nil {
+			why = err.Error()
+		}
+	case protoreflect.Int64Kind:
+		if n = v.Int(); n < 0 {
+			why = "holds a negative number, want 0..9223372036854775807"
+		}
+	default:
+		if v.Uint() > math.MaxInt64 {
+			why = "holds a number above 9223372036854775807"
+		}
+		n = int64(v.Uint())
+	}
+	if why == "" && s.Valid != nil {
+		if err := s.Valid(n); err != nil {
+			return codec.Bad, 0, &codec.InputError{Class: codec.ClassInvalidNumber, Offset: off,
+				Msg: fmt.Sprintf("field %q: number rejected by the configured check", s.Field), Err: err}
+		}
+	}
+	if why != "" {
+		return codec.Bad, 0, &codec.InputError{Class: codec.ClassInvalidNumber, Offset: off,
+			Msg: fmt.Sprintf("field %q: %s", s.Field, why)}
+	}
+	return codec.HasNumber, n, nil
+}
+
+// appendNumber appends the field's tag and value: for a singular scalar the
+// last occurrence on the wire wins, so the message needs no re-encoding.
+func (m *protoMsg) appendNumber(dst []byte, id int64) []byte {
+	num := m.fd.Number()
+	switch m.fd.Kind() {
+	case protoreflect.StringKind:
+		var buf [20]byte
+		dst = protowire.AppendTag(dst, num, protowire.BytesType)
+		return protowire.AppendBytes(dst, strconv.AppendInt(buf[:0], id, 10))
+	case protoreflect.Fixed64Kind:
+		dst = protowire.AppendTag(dst, num, protowire.Fixed64Type)
+		return protowire.AppendFixed64(dst, uint64(id))
+	}
+	dst = protowire.AppendTag(dst, num, protowire.VarintType)
+	return protowire.AppendVarint(dst, uint64(id))
+}
+
+// fieldValue reads the top-level field name as key bytes.
+func fieldValue(md protoreflect.MessageDescriptor, payload []byte, off int, name string) ([]byte, bool, *codec.InputError) {
+	fd := md.Fields().ByName(protoreflect.Name(name))
+	if fd == nil {
+		return nil, false, nil
+	}
+	msg, bad := decode(md, payload, off)
+	if bad != nil {
+		return nil, false, bad
+	}
+	if fd.IsList() || fd.IsMap() {
+		return nil, false, &codec.InputError{Class: codec.ClassMissingKey, Offset: off,
+			Msg: fmt.Sprintf("field %q is %s, want a singular string, bytes, integer or enum", name, kindName(fd))}
+	}
+	if !msg.Has(fd) {
+		return nil, false, nil
+	}
+	v := msg.Get(fd)
+	switch fd.Kind() {
+	case protoreflect.StringKind:
+		return []byte(v.String()), true, nil
+	case protoreflect.BytesKind:
+		return v.Bytes(), true, nil
+	case protoreflect.Int32Kind, protoreflect.Int64Kind, protoreflect.Sint32Kind, protoreflect.Sint64Kind,
+		protoreflect.Sfixed32Kind, protoreflect.Sfixed64Kind:
+		return strconv.AppendInt(nil, v.Int(), 10), true, nil
+	case protoreflect.Uint32Kind, protoreflect.Uint64Kind, protoreflect.Fixed32Kind, protoreflect.Fixed64Kind:
+		return strconv.AppendUint(nil, v.Uint(), 10), true, nil
+	case protoreflect.EnumKind:
+		if ev := fd.Enum().Values().ByNumber(v.Enum()); ev != nil {
+			return []byte(ev.Name()), true, nil
+		}
+		return strconv.AppendInt(nil, int64(v.Enum()), 10), true, nil
+	}
+	return nil, false, &codec.InputError{Class: codec.ClassMissingKey, Offset: off,
+		Msg: fmt.Sprintf("field %q is %s, want a string, bytes, an integer or an enum", name, kindName(fd))}
+}
