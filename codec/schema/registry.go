@@ -298,9 +298,9 @@ func (c *cache) outputID(ctx context.Context, w *writer, subject string, out sr.
 }
 
 func (c *cache) register(ctx context.Context, inputID int, subject string, out sr.Schema) (int, error) {
-	ss, err := c.s.Client.CreateSchema(ctx, subject, out)
+	id, err := c.s.Client.RegisterSchema(ctx, subject, out, -1, -1)
 	if err == nil {
-		return ss.ID, nil
+		return id, nil
 	}
 	if re, ok := errors.AsType[*sr.ResponseError](err); ok && (re.StatusCode == http.StatusConflict || re.StatusCode == http.StatusUnprocessableEntity) {
 		return 0, &IncompatibleError{Subject: subject, InputID: inputID, Reason: re.Error()}
