@@ -202,9 +202,9 @@ func TestUnknownIDIsRememberedForTheTTL(t *testing.T) {
 func TestSettingsErrors(t *testing.T) {
 	for _, s := range []Settings{
 		{Format: "json", URL: "http://x"},
-		{Format: codec.ValueAvro, OutputTopic: "o"},                          // no URL
-		{Format: codec.ValueAvro, URL: "ftp://x", OutputTopic: "o"},          // scheme
-		{Format: codec.ValueAvro, URL: "http://x"},                           // no topic
+		{Format: codec.ValueAvro, OutputTopic: "o"},                 // no URL
+		{Format: codec.ValueAvro, URL: "ftp://x", OutputTopic: "o"}, // scheme
+		{Format: codec.ValueAvro, URL: "http://x"},                  // no topic
 		{Format: codec.ValueAvro, URL: "http://x", OutputTopic: "o", MaxBytes: -1},
 		{Format: codec.ValueAvro, URL: "http://x", OutputTopic: "o", Timeout: -1},
 		{Format: codec.ValueAvro, URL: "http://x", OutputTopic: "o", Strategy: 7},
