@@ -127,6 +127,7 @@ func appendInt64(b []byte, n int64) []byte {
 // a string order_no). Invariants:
 //   - Inspect never panics and never errors;
 //   - a bad payload is ClassUndecodable or ClassInvalidNumber;
+//   - the payload is ClassUndecodable exactly when proto.Unmarshal rejects it;
 //   - a numbered value keeps the input's bytes as its prefix, unmarshals as
 //     shop.Order with order_no the number, and inspects again as HasNumber.
 func FuzzProtobuf(f *testing.F) {
@@ -144,6 +145,11 @@ func FuzzProtobuf(f *testing.F) {
 		insp, err := fm.Inspect(ctx, value)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The walker accepts exactly what proto.Unmarshal accepts.
+		uerr := proto.Unmarshal(payload, dynamicpb.NewMessage(md))
+		if (insp.Class() == codec.ClassUndecodable) != (uerr != nil) {
+			t.Fatalf("walker says %v %q, proto.Unmarshal says %v", insp.Kind, insp.Class(), uerr)
 		}
 		switch insp.Kind {
 		case codec.Bad:

@@ -133,35 +133,47 @@ func decode(md protoreflect.MessageDescriptor, payload []byte, off int) (*dynami
 	return msg, nil
 }
 
-// inspect says whether the message needs a number.
+// inspect says whether the message needs a number. The payload is walked,
+// not decoded: see walkProto.
 func (m *protoMsg) inspect(payload []byte, off int, s *Settings) (codec.Kind, int64, *codec.InputError) {
-	msg, bad := decode(m.md, payload, off)
-	if bad != nil {
-		return codec.Bad, 0, bad
+	f, at, err := walkProto(payload, m.md, m.fd, 0)
+	if err != nil {
+		return codec.Bad, 0, &codec.InputError{Class: codec.ClassUndecodable, Offset: off + at,
+			Msg: fmt.Sprintf("payload does not decode as %s", m.md.FullName()), Err: err}
 	}
-	if !msg.Has(m.fd) {
+	if !f.found {
 		return codec.NeedsNumber, 0, nil
 	}
-	v := msg.Get(m.fd)
+	// Without explicit presence (a proto3 scalar) the zero value is "unset".
+	presence := m.fd.HasPresence()
 	var (
 		n   int64
 		why string
 	)
 	switch m.fd.Kind() {
 	case protoreflect.StringKind:
+		if len(f.b) == 0 && !presence {
+			return codec.NeedsNumber, 0, nil
+		}
 		var err error
-		if n, err = codec.ParseNumber([]byte(v.String())); err != nil {
+		if n, err = codec.ParseNumber(f.b); err != nil {
 			why = err.Error()
 		}
 	case protoreflect.Int64Kind:
-		if n = v.Int(); n < 0 {
+		if f.v == 0 && !presence {
+			return codec.NeedsNumber, 0, nil
+		}
+		if n = int64(f.v); n < 0 {
 			why = "holds a negative number, want 0..9223372036854775807"
 		}
 	default:
-		if v.Uint() > math.MaxInt64 {
+		if f.v == 0 && !presence {
+			return codec.NeedsNumber, 0, nil
+		}
+		if f.v > math.MaxInt64 {
 			why = "holds a number above 9223372036854775807"
 		}
-		n = int64(v.Uint())
+		n = int64(f.v)
 	}
 	if why == "" && s.Valid != nil {
 		if err := s.Valid(n); err != nil {
