@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/hamba/avro/v2"
@@ -24,6 +25,7 @@ type avroPlan struct {
 	appendString bool
 	out          sr.Schema
 	subject      string
+	outID        atomic.Int64 // see cache.outputID
 }
 
 // newAvroPlan parses the writer schema (and its references) and derives
@@ -68,7 +70,7 @@ func newAvroPlan(w *writer, s *Settings) (*avroPlan, *codec.InputError) {
 		out.Schema = text
 		// The output must parse too (with the references): a writer schema
 		// that already uses the name elsewhere would break it.
-		if _, err := avro.ParseWithCache(text, "", cloneCache(w, cache)); err != nil {
+		if _, err := avro.ParseWithCache(text, "", cloneCache(w)); err != nil {
 			return bad(codec.ClassNoNumberField, "schema with the number field added does not parse: %v", err)
 		}
 	} else if !p.classify(rec.Fields()[p.field].Type()) {
@@ -82,7 +84,7 @@ func newAvroPlan(w *writer, s *Settings) (*avroPlan, *codec.InputError) {
 
 // cloneCache returns a fresh cache holding only the references, so the
 // output schema parses without clashing with the writer's own names.
-func cloneCache(w *writer, _ *avro.SchemaCache) *avro.SchemaCache {
+func cloneCache(w *writer) *avro.SchemaCache {
 	c := &avro.SchemaCache{}
 	for _, r := range w.refs {
 		_, _ = avro.ParseWithCache(r.Schema.Schema, "", c)

@@ -62,12 +62,12 @@ func (f *Format) open(ctx context.Context, value []byte) (frame, *codec.InputErr
 	}
 	fr := frame{w: w, off: headerLen}
 	if w.proto != nil {
-		var idx [maxIndexDepth]int
-		path, off, bad := messageIndexes(value, headerLen, idx[:0])
+		var idx [maxIndexDepth]int // on the stack: the path does not escape
+		_, off, bad := messageIndexes(value, headerLen, idx[:0])
 		if bad != nil {
 			return frame{}, bad, nil
 		}
-		fr.msg, fr.off = w.proto.message(value[headerLen:off], path), off
+		fr.msg, fr.off = w.proto.message(value[headerLen:off]), off
 	}
 	return fr, nil, nil
 }
@@ -130,7 +130,7 @@ func (f *Format) AppendNumbered(ctx context.Context, dst, value []byte, insp cod
 		return dst, fmt.Errorf("%w: %v", errNotInspected, bad)
 	}
 	if p := fr.w.avro; p != nil {
-		outID, err := f.c.outputID(ctx, fr.w, p.subject, p.out)
+		outID, err := f.c.outputID(ctx, fr.w, p.subject, p.out, &p.outID)
 		if err != nil {
 			return dst, err
 		}
@@ -151,7 +151,7 @@ func (f *Format) AppendNumbered(ctx context.Context, dst, value []byte, insp cod
 	if fr.msg.bad != nil {
 		return dst, fmt.Errorf("%w: %v", errNotInspected, fr.msg.bad)
 	}
-	outID, err := f.c.outputID(ctx, fr.w, fr.msg.subject, fr.w.proto.out)
+	outID, err := f.c.outputID(ctx, fr.w, fr.msg.subject, fr.w.proto.out, &fr.msg.outID)
 	if err != nil {
 		return dst, err
 	}

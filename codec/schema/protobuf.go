@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/bufbuild/protocompile"
 	"github.com/flakestream/flakestream/codec"
@@ -34,6 +35,7 @@ type protoMsg struct {
 	fd      protoreflect.FieldDescriptor // the number field, nil when lacking
 	subject string
 	bad     *codec.InputError // no such message, or no usable number field
+	outID   atomic.Int64      // see cache.outputID
 }
 
 // newProtoPlan compiles the writer's .proto text with its references (each
@@ -63,14 +65,15 @@ func newProtoPlan(w *writer, s *Settings) (*protoPlan, *codec.InputError) {
 		out: sr.Schema{Schema: w.text.Schema, Type: sr.TypeProtobuf, References: w.text.References}}, nil
 }
 
-// message returns the message type that the index bytes name.
-func (p *protoPlan) message(raw []byte, path []int) *protoMsg {
+// message returns the message type that the (valid) index bytes name.
+func (p *protoPlan) message(raw []byte) *protoMsg {
 	p.mu.RLock()
 	m, ok := p.msgs[string(raw)]
 	p.mu.RUnlock()
 	if ok {
 		return m
 	}
+	path, _, _ := messageIndexes(raw, 0, nil)
 	m = p.resolve(path)
 	p.mu.Lock()
 	p.msgs[string(raw)] = m

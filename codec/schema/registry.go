@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
@@ -134,6 +136,10 @@ type outEntry struct {
 type cache struct {
 	s *Settings
 
+	// fast holds every loaded writer, copied on write, so the hot path
+	// reads it without a lock.
+	fast atomic.Pointer[map[int]*writer]
+
 	mu   sync.Mutex
 	byID map[int]*entry
 	out  map[outKey]*outEntry
@@ -144,6 +150,11 @@ type cache struct {
 // returns an InputError for an unknown or unusable schema, an error for a
 // registry failure (nothing is cached then).
 func (c *cache) writer(ctx context.Context, id int) (*writer, *codec.InputError, error) {
+	if m := c.fast.Load(); m != nil {
+		if w, ok := (*m)[id]; ok {
+			return w, nil, nil
+		}
+	}
 	c.mu.Lock()
 	e, ok := c.byID[id]
 	if ok {
@@ -163,13 +174,23 @@ func (c *cache) writer(ctx context.Context, id int) (*writer, *codec.InputError,
 		if e.bad != nil {
 			e.expires = c.s.Now().Add(c.s.UnknownTTL)
 		}
-		if e.err != nil {
-			c.mu.Lock()
+		c.mu.Lock()
+		switch {
+		case e.err != nil:
 			if c.byID[id] == e {
 				delete(c.byID, id)
 			}
-			c.mu.Unlock()
+		case e.w != nil:
+			old := c.fast.Load()
+			m := make(map[int]*writer, 1)
+			if old != nil {
+				m = make(map[int]*writer, len(*old)+1)
+				maps.Copy(m, *old)
+			}
+			m[id] = e.w
+			c.fast.Store(&m)
 		}
+		c.mu.Unlock()
 		close(e.ready)
 		return e.w, e.bad, e.err
 	}
@@ -267,8 +288,20 @@ func (c *cache) resolveRefs(ctx context.Context, refs []sr.SchemaReference, out 
 	return nil
 }
 
-// outputID registers out under subject once and returns its ID.
-func (c *cache) outputID(ctx context.Context, w *writer, subject string, out sr.Schema) (int, error) {
+// outputID registers out under subject once and returns its ID, remembering
+// it in *memo (the ID plus one; 0 is unknown) for a lock-free next time.
+func (c *cache) outputID(ctx context.Context, w *writer, subject string, out sr.Schema, memo *atomic.Int64) (int, error) {
+	if v := memo.Load(); v != 0 {
+		return int(v - 1), nil
+	}
+	id, err := c.registerOnce(ctx, w, subject, out)
+	if err == nil {
+		memo.Store(int64(id) + 1)
+	}
+	return id, err
+}
+
+func (c *cache) registerOnce(ctx context.Context, w *writer, subject string, out sr.Schema) (int, error) {
 	k := outKey{w.id, subject}
 	c.mu.Lock()
 	e, ok := c.out[k]
@@ -292,7 +325,7 @@ func (c *cache) outputID(ctx context.Context, w *writer, subject string, out sr.
 		return 0, ctx.Err()
 	}
 	if e.err != nil {
-		return c.outputID(ctx, w, subject, out)
+		return c.registerOnce(ctx, w, subject, out)
 	}
 	return e.id, nil
 }
