@@ -144,3 +144,37 @@ func TestProtobufExistingNumbers(t *testing.T) {
 		t.Fatalf("2^63: class %q", insp.Class())
 	}
 }
+
+func TestProtobufPresenceAndOneof(t *testing.T) {
+	const text = `syntax = "proto3";
+package p;
+message Opt { optional string order_no = 1; }
+message OneOf { oneof id { string order_no = 1; string other = 2; } }`
+	r := newRegistry(t)
+	id := r.register(t, "p-value", sr.Schema{Schema: text, Type: sr.TypeProtobuf})
+	f := newFormat(t, r, codec.ValueProtobuf, nil)
+	frame := func(idx int, payload ...byte) []byte {
+		return append(appendIndexes(appendHeader(nil, id), []int{idx}), payload...)
+	}
+	// optional: "" is present, and no number.
+	if insp, _ := f.Inspect(ctx, frame(0, 0x0a, 0)); insp.Class() != codec.ClassInvalidNumber {
+		t.Fatalf("optional empty string: %v %q", insp.Kind, insp.Class())
+	}
+	// A later member of the oneof replaces the number: none left.
+	v := frame(1, 0x0a, 1, '5', 0x12, 1, 'x')
+	if insp, _ := f.Inspect(ctx, v); insp.Kind != codec.NeedsNumber {
+		t.Fatalf("oneof cleared: %v %q", insp.Kind, insp.Class())
+	}
+	if insp, _ := f.Inspect(ctx, frame(1, 0x12, 1, 'x', 0x0a, 1, '5')); insp.Kind != codec.HasNumber || insp.Number != 5 {
+		t.Fatalf("oneof set last: %+v", insp)
+	}
+	out := number(t, f, v, 8)
+	fd := compileProto(t, map[string]string{"p.proto": text}, "p.proto")
+	m := dynamicpb.NewMessage(fd.Messages().ByName("OneOf"))
+	if err := proto.Unmarshal(out[len(v)-6:], m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Get(m.Descriptor().Fields().ByName("order_no")).String(); got != "8" {
+		t.Fatalf("order_no %q after append", got)
+	}
+}
