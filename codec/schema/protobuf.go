@@ -2,8 +2,8 @@ package schema
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 )
 
@@ -47,14 +48,17 @@ func newProtoPlan(w *writer, s *Settings) (*protoPlan, *codec.InputError) {
 		srcs[r.name] = r.Schema.Schema
 	}
 	comp := protocompile.Compiler{
-		Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
-			Accessor: func(path string) (io.ReadCloser, error) {
-				if src, ok := srcs[path]; ok {
-					return io.NopCloser(strings.NewReader(src)), nil
-				}
-				return nil, fmt.Errorf("%q is neither a reference of schema %d nor a well-known import", path, w.id)
-			},
-		}),
+		Resolver: protocompile.WithStandardImports(protocompile.ResolverFunc(func(path string) (protocompile.SearchResult, error) {
+			src, ok := srcs[path]
+			if !ok {
+				return protocompile.SearchResult{}, fmt.Errorf("%q is neither a reference of schema %d nor a well-known import", path, w.id)
+			}
+			if fdp := serializedDescriptor(src); fdp != nil {
+				fdp.Name = proto.String(path)
+				return protocompile.SearchResult{Proto: fdp}, nil
+			}
+			return protocompile.SearchResult{Source: strings.NewReader(src)}, nil
+		})),
 	}
 	files, err := comp.Compile(context.Background(), main)
 	if err != nil {
@@ -63,6 +67,65 @@ func newProtoPlan(w *writer, s *Settings) (*protoPlan, *codec.InputError) {
 	}
 	return &protoPlan{file: files[0], s: s, msgs: map[string]*protoMsg{},
 		out: sr.Schema{Schema: w.text.Schema, Type: sr.TypeProtobuf, References: w.text.References}}, nil
+}
+
+// serializedDescriptor returns the FileDescriptorProto that src encodes in
+// base64, or nil if src is not one. Registries store a Protobuf schema as
+// .proto text or in this serialized form (the one Confluent's Python and
+// other serializers register, and ?format=serialized returns).
+func serializedDescriptor(src string) *descriptorpb.FileDescriptorProto {
+	src = strings.TrimSpace(src)
+	if src == "" || strings.ContainsAny(src, " \t\n{;") {
+		return nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(src)
+	if err != nil {
+		return nil
+	}
+	fdp := new(descriptorpb.FileDescriptorProto)
+	if proto.Unmarshal(raw, fdp) != nil || (len(fdp.MessageType) == 0 && fdp.Name == nil) {
+		return nil
+	}
+	for _, m := range fdp.MessageType {
+		fillJSONNames(m)
+	}
+	return fdp
+}
+
+// fillJSONNames sets every field's json_name that is unset to protoc's
+// default. protoc always writes it; protocompile expects it in a descriptor
+// it did not compile, and serializers such as Confluent's Python one
+// register descriptors without it.
+func fillJSONNames(m *descriptorpb.DescriptorProto) {
+	for _, f := range m.Field {
+		if f.GetJsonName() == "" {
+			f.JsonName = proto.String(jsonName(f.GetName()))
+		}
+	}
+	for _, n := range m.NestedType {
+		fillJSONNames(n)
+	}
+}
+
+// jsonName is protoc's default JSON name: underscores dropped, the letter
+// after each one upper-cased.
+func jsonName(name string) string {
+	b := make([]byte, 0, len(name))
+	up := false
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c == '_':
+			up = true
+		case up && 'a' <= c && c <= 'z':
+			b = append(b, c-'a'+'A')
+			up = false
+		default:
+			b = append(b, c)
+			up = false
+		}
+	}
+	return string(b)
 }
 
 // message returns the message type that the (valid) index bytes name.

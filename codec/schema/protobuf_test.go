@@ -2,6 +2,8 @@ package schema
 
 import (
 	"bytes"
+	"encoding/base64"
+	"google.golang.org/protobuf/reflect/protodesc"
 	"testing"
 
 	"github.com/flakestream/flakestream/codec"
@@ -176,5 +178,32 @@ message OneOf { oneof id { string order_no = 1; string other = 2; } }`
 	}
 	if got := m.Get(m.Descriptor().Fields().ByName("order_no")).String(); got != "8" {
 		t.Fatalf("order_no %q after append", got)
+	}
+}
+
+// A registry may hold a Protobuf schema as a base64 FileDescriptorProto (what
+// Confluent's Python serializer registers) rather than .proto text, and
+// without json_name, as that serializer writes it.
+func TestProtobufSerializedDescriptorSchema(t *testing.T) {
+	fd := compileProto(t, map[string]string{"o.proto": `syntax = "proto3"; package s; message Order { string sku = 1; int64 order_no = 2; }`}, "o.proto")
+	fdp := protodesc.ToFileDescriptorProto(fd)
+	for _, f := range fdp.MessageType[0].Field {
+		f.JsonName = nil
+	}
+	raw, err := proto.Marshal(fdp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRegistry(t)
+	id := r.register(t, "o-value", sr.Schema{Schema: base64.StdEncoding.EncodeToString(raw), Type: sr.TypeProtobuf})
+	f := newFormat(t, r, codec.ValueProtobuf, nil)
+	m := dynamicpb.NewMessage(fd.Messages().Get(0))
+	m.Set(fd.Messages().Get(0).Fields().ByName("sku"), protoreflect.ValueOfString("A"))
+	out := number(t, f, protoValue(t, id, []int{0}, m), 31)
+	if n, ok, err := f.Number(ctx, out); n != 31 || !ok || err != nil {
+		t.Fatalf("Number = %d %v %v", n, ok, err)
+	}
+	if jsonName("order_no") != "orderNo" || jsonName("a__b_c") != "aBC" {
+		t.Fatalf("jsonName: %q %q", jsonName("order_no"), jsonName("a__b_c"))
 	}
 }
