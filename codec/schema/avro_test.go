@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -297,4 +298,73 @@ func TestSubjectStrategies(t *testing.T) {
 	if _, err := ParseSubjectStrategy("nope"); !errors.Is(err, codec.ErrInvalidConfig) {
 		t.Fatalf("ParseSubjectStrategy(nope) = %v", err)
 	}
+}
+
+const unionSchema = `["null",
+	{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"sku","type":"string"}]},
+	{"type":"record","name":"Refund","namespace":"shop","fields":[{"name":"amount","type":"long"},{"name":"order_no","type":["null","long"],"default":null}]}]`
+
+func TestAvroTopLevelUnionOfRecords(t *testing.T) {
+	r := newRegistry(t)
+	in := r.register(t, "orders-value", sr.Schema{Schema: unionSchema})
+	f := newFormat(t, r, codec.ValueAvro, nil)
+	frame := func(payload ...byte) []byte { return append(appendHeader(nil, in), payload...) }
+
+	// Branch 1, Order{sku:"A"}: the field is appended (splice).
+	order := frame(2, 2, 'A')
+	out := number(t, f, order, 7)
+	if !bytes.Equal(out[headerLen:len(order)], order[headerLen:]) {
+		t.Fatal("payload changed")
+	}
+	// Branch 2, Refund{amount:3, order_no:null}: the field is replaced.
+	refund := frame(4, 6, 0)
+	out2 := number(t, f, refund, 8)
+
+	id, _ := schemaID(out)
+	s, err := f.Client().SchemaByID(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outSchema := parseAvro(t, s.Schema)
+	if err := avro.NewSchemaCompatibility().Compatible(outSchema, parseAvro(t, unionSchema)); err != nil {
+		t.Fatalf("output union cannot read the writer's data: %v", err)
+	}
+	// Decode with the output union: each branch holds its number.
+	for _, tc := range []struct {
+		value []byte
+		want  string
+	}{{out, `map[order_no:7 sku:A]`}, {out2, `map[amount:3 order_no:8]`}} {
+		var v any
+		if err := avro.Unmarshal(outSchema, tc.value[headerLen:], &v); err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(unwrapUnion(v)); got != tc.want {
+			t.Fatalf("decoded %v, want %s", got, tc.want)
+		}
+	}
+	// null has no record to number.
+	if insp, _ := f.Inspect(ctx, frame(0)); insp.Class() != codec.ClassNoNumberField {
+		t.Fatalf("null branch: %v %q", insp.Kind, insp.Class())
+	}
+	if insp, _ := f.Inspect(ctx, frame(6)); insp.Class() != codec.ClassUndecodable {
+		t.Fatalf("branch 3 of 3: %v %q", insp.Kind, insp.Class())
+	}
+	// Not under the record strategies: a union has no name.
+	f2 := newFormat(t, r, codec.ValueAvro, func(s *Settings) { s.Strategy = RecordName })
+	if insp, _ := f2.Inspect(ctx, order); insp.Class() != codec.ClassNoNumberField {
+		t.Fatalf("record strategy: %v %q", insp.Kind, insp.Class())
+	}
+}
+
+// unwrapUnion returns the record of a decoded union value, whichever way the
+// decoder wraps it ({"shop.Order": {...}} or the record itself).
+func unwrapUnion(v any) any {
+	if m, ok := v.(map[string]any); ok && len(m) == 1 {
+		for k, inner := range m {
+			if strings.Contains(k, ".") {
+				return unwrapUnion(inner)
+			}
+		}
+	}
+	return v
 }

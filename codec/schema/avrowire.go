@@ -22,6 +22,7 @@ var (
 	errDepth     = errors.New("values nest deeper than 64")
 	errTrailing  = errors.New("bytes left after the record")
 	errUnsupport = errors.New("schema type not supported")
+	errInt       = errors.New("int is wider than 32 bits")
 )
 
 var stringSchema = avro.NewPrimitiveSchema(avro.String, nil)
@@ -111,7 +112,13 @@ func skip(b []byte, i int, s avro.Schema, depth int) (int, error) {
 				return i, errBool
 			}
 			return i + 1, nil
-		case avro.Int, avro.Long:
+		case avro.Int:
+			v, j, err := readLong(b, i)
+			if err == nil && (j-i > 5 || v != int64(int32(v))) {
+				err = errInt
+			}
+			return j, err
+		case avro.Long:
 			_, j, err := readLong(b, i)
 			return j, err
 		case avro.Float:

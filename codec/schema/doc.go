@@ -17,6 +17,9 @@
 //   - Avro, field present (for example ["null","string"] with a null
 //     default): the same walk finds the field's bytes and only they are
 //     replaced; the output schema is the writer schema.
+//   - Avro, top-level union of null and inline records: the branch index is
+//     read and the branch's record handled as above; every record branch of
+//     the output union gets the field.
 //   - Protobuf: the payload is checked against the message descriptor and
 //     the field's tag and value are appended (for a scalar the last value on
 //     the wire wins); the output schema is the writer schema.

@@ -93,8 +93,15 @@ func (f *Format) Inspect(ctx context.Context, value []byte) (codec.Inspection, e
 		kind codec.Kind
 		n    int64
 	)
-	if fr.w.avro != nil {
-		kind, n, bad = fr.w.avro.inspect(value[headerLen:], &f.s)
+	if p := fr.w.avro; p != nil {
+		rp, off, bad := p.record(value[headerLen:])
+		if bad != nil {
+			return codec.Reject(bad), nil
+		}
+		kind, n, bad = rp.inspect(value[headerLen+off:], headerLen+off, &f.s)
+		if bad != nil {
+			return codec.Reject(bad), nil
+		}
 	} else {
 		if fr.msg.bad != nil {
 			return codec.Reject(fr.msg.bad), nil
@@ -134,19 +141,23 @@ func (f *Format) AppendNumbered(ctx context.Context, dst, value []byte, insp cod
 		if err != nil {
 			return dst, err
 		}
-		dst = appendHeader(dst, outID)
 		payload := value[headerLen:]
-		if p.field < 0 {
-			dst = append(dst, payload...)
-			return p.appendNumber(dst, id), nil
+		rp, off, bad := p.record(payload)
+		if bad != nil {
+			return dst, fmt.Errorf("%w: %v", errNotInspected, bad)
 		}
-		start, end, _, werr := walkRecord(payload, p.rec, p.field)
+		dst = appendHeader(dst, outID)
+		if rp.field < 0 {
+			dst = append(dst, payload...)
+			return rp.appendNumber(dst, id), nil
+		}
+		start, end, _, werr := walkRecord(payload[off:], rp.rec, rp.field)
 		if werr != nil {
 			return dst, fmt.Errorf("%w: %v", errNotInspected, werr)
 		}
-		dst = append(dst, payload[:start]...)
-		dst = p.appendNumber(dst, id)
-		return append(dst, payload[end:]...), nil
+		dst = append(dst, payload[:off+start]...)
+		dst = rp.appendNumber(dst, id)
+		return append(dst, payload[off+end:]...), nil
 	}
 	if fr.msg.bad != nil {
 		return dst, fmt.Errorf("%w: %v", errNotInspected, fr.msg.bad)
@@ -175,7 +186,11 @@ func (f *Format) Field(ctx context.Context, value []byte, name string) ([]byte, 
 		return nil, false, bad
 	}
 	if p := fr.w.avro; p != nil {
-		raw, ok, bad := p.fieldValue(value[headerLen:], name)
+		rp, off, bad := p.record(value[headerLen:])
+		if bad != nil {
+			return nil, false, bad
+		}
+		raw, ok, bad := rp.fieldValue(value[headerLen+off:], headerLen+off, name)
 		if bad != nil {
 			return nil, false, bad
 		}

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -49,10 +50,13 @@ func FuzzWireHeader(f *testing.F) {
 	})
 }
 
-// FuzzAvro numbers arbitrary payloads under two writer schemas: one without
-// the number field (append) and one with it (replace). Invariants:
+// FuzzAvro numbers arbitrary payloads under three writer schemas: a record
+// without the number field (append), one with it (replace), and a union of
+// null and two records (one of each). Invariants:
 //   - Inspect never panics and never errors (the registry is up);
-//   - a bad payload is ClassUndecodable or ClassInvalidNumber;
+//   - a bad payload is ClassUndecodable or ClassInvalidNumber (or, for the
+//     union's null, ClassNoNumberField);
+//   - the numbered value is at most 48 bytes longer;
 //   - a payload Inspect accepts also decodes with hamba/avro;
 //   - a numbered value decodes with the output schema its header names,
 //     holds the number, keeps the payload's bytes (append: as a prefix), and
@@ -61,6 +65,7 @@ func FuzzAvro(f *testing.F) {
 	r := newRegistry(f)
 	absent := r.register(f, "a-value", sr.Schema{Schema: orderV1})
 	present := r.register(f, "b-value", sr.Schema{Schema: orderWithNo})
+	union := r.register(f, "c-value", sr.Schema{Schema: unionSchema})
 	fm := newFormat(f, r, codec.ValueAvro, nil)
 	seed := func(text string, v any) {
 		b, err := avro.Marshal(parseAvro(f, text), v)
@@ -72,7 +77,9 @@ func FuzzAvro(f *testing.F) {
 	seed(orderV1, v1Order("A"))
 	seed(orderWithNo, map[string]any{"sku": "A", "order_no": nil, "qty": 1})
 	seed(orderWithNo, map[string]any{"sku": "A", "order_no": "17", "qty": 1})
-	writers := map[int]string{absent: orderV1, present: orderWithNo}
+	f.Add([]byte{2, 2, 'A'}, int64(1))
+	f.Add([]byte{4, 6, 0}, int64(1))
+	writers := map[int]string{absent: orderV1, present: orderWithNo, union: unionSchema}
 	f.Fuzz(func(t *testing.T, payload []byte, id int64) {
 		if id < 0 {
 			id = -(id + 1)
@@ -84,14 +91,15 @@ func FuzzAvro(f *testing.F) {
 				t.Fatal(err)
 			}
 			if insp.Kind == codec.Bad {
-				if c := insp.Class(); c != codec.ClassUndecodable && c != codec.ClassInvalidNumber {
+				if c := insp.Class(); c != codec.ClassUndecodable && c != codec.ClassInvalidNumber &&
+					(sid != union || c != codec.ClassNoNumberField) {
 					t.Fatalf("class %q: %v", c, insp.Err())
 				}
 				continue
 			}
-			var m map[string]any
-			if err := avro.Unmarshal(parseAvro(t, text), payload, &m); err != nil {
-				t.Fatalf("accepted a payload hamba rejects: %v", err)
+			var m any
+			if err := avro.Unmarshal(parseAvro(t, text), payload, &m); err != nil || m == nil {
+				t.Fatalf("accepted a payload hamba rejects: %v (decoded %v)", err, m)
 			}
 			if insp.Kind == codec.HasNumber {
 				continue
@@ -100,11 +108,14 @@ func FuzzAvro(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if len(out) > len(value)+48 {
+				t.Fatalf("numbered value grew by %d bytes", len(out)-len(value))
+			}
 			if sid == absent && !bytes.Equal(out[headerLen:len(value)], payload) {
 				t.Fatal("append changed the payload")
 			}
 			_, got := decodeOutput(t, fm, out)
-			if got["order_no"] != itoa64(id) {
+			if fmt.Sprint(got["order_no"]) != itoa64(id) {
 				t.Fatalf("order_no %v, want %d", got["order_no"], id)
 			}
 			again, err := fm.Inspect(ctx, out)
@@ -128,7 +139,8 @@ func appendInt64(b []byte, n int64) []byte {
 //   - Inspect never panics and never errors;
 //   - a bad payload is ClassUndecodable or ClassInvalidNumber;
 //   - the payload is ClassUndecodable exactly when proto.Unmarshal rejects it;
-//   - a numbered value keeps the input's bytes as its prefix, unmarshals as
+//   - a numbered value is at most 48 bytes longer, keeps the input's bytes
+//     as its prefix, unmarshals as
 //     shop.Order with order_no the number, and inspects again as HasNumber.
 func FuzzProtobuf(f *testing.F) {
 	r, pid, fd := protoSetup(f)
@@ -166,6 +178,9 @@ func FuzzProtobuf(f *testing.F) {
 		}
 		if !bytes.Equal(out[headerLen:len(value)], value[headerLen:]) {
 			t.Fatal("append changed the message")
+		}
+		if len(out) > len(value)+48 {
+			t.Fatalf("numbered value grew by %d bytes", len(out)-len(value))
 		}
 		m := dynamicpb.NewMessage(md)
 		if err := proto.Unmarshal(out[len(value)-len(payload):], m); err != nil {

@@ -145,9 +145,13 @@ func decodeOutput(t testing.TB, f *Format, out []byte) (int, map[string]any) {
 	if err != nil {
 		t.Fatalf("output schema %d: %v", id, err)
 	}
-	var m map[string]any
-	if err := avro.Unmarshal(parseAvro(t, s.Schema), out[headerLen:], &m); err != nil {
+	var v any
+	if err := avro.Unmarshal(parseAvro(t, s.Schema), out[headerLen:], &v); err != nil {
 		t.Fatalf("output does not decode with its schema %d: %v", id, err)
+	}
+	m, ok := unwrapUnion(v).(map[string]any)
+	if !ok {
+		t.Fatalf("output decodes to %T, want a record", v)
 	}
 	return id, m
 }
