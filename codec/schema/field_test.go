@@ -208,7 +208,6 @@ func TestSettingsErrors(t *testing.T) {
 		{Format: "json", URL: "http://x"},
 		{Format: codec.ValueAvro, OutputTopic: "o"},                 // no URL
 		{Format: codec.ValueAvro, URL: "ftp://x", OutputTopic: "o"}, // scheme
-		{Format: codec.ValueAvro, URL: "http://x"},                  // no topic
 		{Format: codec.ValueAvro, URL: "http://x", OutputTopic: "o", MaxBytes: -1},
 		{Format: codec.ValueAvro, URL: "http://x", OutputTopic: "o", Timeout: -1},
 		{Format: codec.ValueAvro, URL: "http://x", OutputTopic: "o", Strategy: 7},
@@ -220,5 +219,17 @@ func TestSettingsErrors(t *testing.T) {
 	}
 	if _, err := New(Settings{Format: codec.ValueAvro, URL: "http://a:1,https://b:2", Strategy: RecordName}); err != nil {
 		t.Fatalf("two URLs, record strategy without topic: %v", err)
+	}
+	// Without an output topic a Format reads (the audit) but does not number.
+	r := newRegistry(t)
+	id := r.register(t, "orders-value", sr.Schema{Schema: orderV1})
+	f := newFormat(t, r, codec.ValueAvro, func(s *Settings) { s.OutputTopic = "" })
+	value := avroValue(t, id, orderV1, v1Order("A"))
+	insp, err := f.Inspect(ctx, value)
+	if err != nil || insp.Kind != codec.NeedsNumber {
+		t.Fatalf("Inspect = %v %v", insp.Kind, err)
+	}
+	if _, err := f.AppendNumbered(ctx, nil, value, insp, 1); !errors.Is(err, codec.ErrInvalidConfig) {
+		t.Fatalf("AppendNumbered without a topic: %v", err)
 	}
 }

@@ -117,6 +117,10 @@ func (f *Format) Inspect(ctx context.Context, value []byte) (codec.Inspection, e
 	return codec.Needs(len(value)), nil
 }
 
+// errNoTopic: a Format made without OutputTopic (for the audit, which only
+// reads) cannot name the output subject.
+var errNoTopic = fmt.Errorf("schema: numbering needs Settings.OutputTopic to name the output subject: %w", codec.ErrInvalidConfig)
+
 // errNotInspected is a caller's bug: AppendNumbered without its Inspection.
 var errNotInspected = errors.New("schema: AppendNumbered needs the NeedsNumber Inspection of the same value")
 
@@ -137,6 +141,9 @@ func (f *Format) AppendNumbered(ctx context.Context, dst, value []byte, insp cod
 		return dst, fmt.Errorf("%w: %v", errNotInspected, bad)
 	}
 	if p := fr.w.avro; p != nil {
+		if f.s.OutputTopic == "" && f.s.Strategy != RecordName {
+			return dst, errNoTopic
+		}
 		outID, err := f.c.outputID(ctx, fr.w, p.subject, p.out, &p.outID)
 		if err != nil {
 			return dst, err
@@ -161,6 +168,9 @@ func (f *Format) AppendNumbered(ctx context.Context, dst, value []byte, insp cod
 	}
 	if fr.msg.bad != nil {
 		return dst, fmt.Errorf("%w: %v", errNotInspected, fr.msg.bad)
+	}
+	if f.s.OutputTopic == "" && f.s.Strategy != RecordName {
+		return dst, errNoTopic
 	}
 	outID, err := f.c.outputID(ctx, fr.w, fr.msg.subject, fr.w.proto.out, &fr.msg.outID)
 	if err != nil {

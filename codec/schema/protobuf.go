@@ -17,7 +17,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
-	"google.golang.org/protobuf/types/dynamicpb"
 )
 
 // protoPlan is what one Protobuf writer schema (a .proto file) needs.
@@ -189,16 +188,6 @@ func kindName(fd protoreflect.FieldDescriptor) string {
 	return fd.Kind().String()
 }
 
-// decode checks the payload against the message type.
-func decode(md protoreflect.MessageDescriptor, payload []byte, off int) (*dynamicpb.Message, *codec.InputError) {
-	msg := dynamicpb.NewMessage(md)
-	if err := proto.Unmarshal(payload, msg); err != nil {
-		return nil, &codec.InputError{Class: codec.ClassUndecodable, Offset: off,
-			Msg: fmt.Sprintf("payload does not decode as %s", md.FullName()), Err: err}
-	}
-	return msg, nil
-}
-
 // inspect says whether the message needs a number. The payload is walked,
 // not decoded: see walkProto.
 func (m *protoMsg) inspect(payload []byte, off int, s *Settings) (codec.Kind, int64, *codec.InputError) {
@@ -271,39 +260,44 @@ func (m *protoMsg) appendNumber(dst []byte, id int64) []byte {
 	return protowire.AppendVarint(dst, uint64(id))
 }
 
-// fieldValue reads the top-level field name as key bytes.
+// fieldValue reads the top-level field name as key bytes, walking the
+// payload as inspect does (the last occurrence wins; a zero value without
+// explicit presence is unset).
 func fieldValue(md protoreflect.MessageDescriptor, payload []byte, off int, name string) ([]byte, bool, *codec.InputError) {
 	fd := md.Fields().ByName(protoreflect.Name(name))
 	if fd == nil {
 		return nil, false, nil
 	}
-	msg, bad := decode(md, payload, off)
-	if bad != nil {
-		return nil, false, bad
-	}
 	if fd.IsList() || fd.IsMap() {
 		return nil, false, &codec.InputError{Class: codec.ClassMissingKey, Offset: off,
 			Msg: fmt.Sprintf("field %q is %s, want a singular string, bytes, integer or enum", name, kindName(fd))}
 	}
-	if !msg.Has(fd) {
+	f, at, err := walkProto(payload, md, fd, 0)
+	if err != nil {
+		return nil, false, &codec.InputError{Class: codec.ClassUndecodable, Offset: off + at,
+			Msg: fmt.Sprintf("payload does not decode as %s", md.FullName()), Err: err}
+	}
+	if !f.found || (!fd.HasPresence() && f.v == 0 && len(f.b) == 0) {
 		return nil, false, nil
 	}
-	v := msg.Get(fd)
 	switch fd.Kind() {
-	case protoreflect.StringKind:
-		return []byte(v.String()), true, nil
-	case protoreflect.BytesKind:
-		return v.Bytes(), true, nil
-	case protoreflect.Int32Kind, protoreflect.Int64Kind, protoreflect.Sint32Kind, protoreflect.Sint64Kind,
-		protoreflect.Sfixed32Kind, protoreflect.Sfixed64Kind:
-		return strconv.AppendInt(nil, v.Int(), 10), true, nil
-	case protoreflect.Uint32Kind, protoreflect.Uint64Kind, protoreflect.Fixed32Kind, protoreflect.Fixed64Kind:
-		return strconv.AppendUint(nil, v.Uint(), 10), true, nil
+	case protoreflect.StringKind, protoreflect.BytesKind:
+		return f.b, true, nil
+	case protoreflect.Int32Kind, protoreflect.Sfixed32Kind:
+		return strconv.AppendInt(nil, int64(int32(f.v)), 10), true, nil
+	case protoreflect.Int64Kind, protoreflect.Sfixed64Kind:
+		return strconv.AppendInt(nil, int64(f.v), 10), true, nil
+	case protoreflect.Sint32Kind, protoreflect.Sint64Kind:
+		return strconv.AppendInt(nil, protowire.DecodeZigZag(f.v), 10), true, nil
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		return strconv.AppendUint(nil, uint64(uint32(f.v)), 10), true, nil
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return strconv.AppendUint(nil, f.v, 10), true, nil
 	case protoreflect.EnumKind:
-		if ev := fd.Enum().Values().ByNumber(v.Enum()); ev != nil {
+		if ev := fd.Enum().Values().ByNumber(protoreflect.EnumNumber(int32(f.v))); ev != nil {
 			return []byte(ev.Name()), true, nil
 		}
-		return strconv.AppendInt(nil, int64(v.Enum()), 10), true, nil
+		return strconv.AppendInt(nil, int64(int32(f.v)), 10), true, nil
 	}
 	return nil, false, &codec.InputError{Class: codec.ClassMissingKey, Offset: off,
 		Msg: fmt.Sprintf("field %q is %s, want a string, bytes, an integer or an enum", name, kindName(fd))}

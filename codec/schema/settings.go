@@ -89,7 +89,9 @@ type Settings struct {
 	// Strategy names the output subject. Default TopicName.
 	Strategy SubjectStrategy
 	// OutputTopic is the topic numbered records go to; it names the output
-	// subject under TopicName and TopicRecordName. Required for those.
+	// subject under TopicName and TopicRecordName. Required to number
+	// (AppendNumbered) under those; the audit, which only reads, may leave
+	// it empty.
 	OutputTopic string
 
 	// Field is the number field's name. Default codec.DefaultField.
@@ -128,9 +130,6 @@ func (s *Settings) validate() error {
 	}
 	if s.Strategy < TopicName || s.Strategy > TopicRecordName {
 		return bad("unknown subject strategy %d", int(s.Strategy))
-	}
-	if s.Strategy != RecordName && s.OutputTopic == "" {
-		return bad("the %s subject strategy needs the output topic", s.Strategy)
 	}
 	switch {
 	case s.MaxBytes < 0:
