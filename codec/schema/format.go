@@ -209,7 +209,7 @@ func (f *Format) Field(ctx context.Context, value []byte, name string) ([]byte, 
 	if fr.msg.md == nil {
 		return nil, false, fr.msg.bad
 	}
-	raw, ok, bad := fieldValue(fr.msg.md, value[fr.off:], fr.off, name)
+	raw, ok, bad := fr.msg.fieldValue(value[fr.off:], fr.off, name)
 	if bad != nil {
 		return nil, false, bad
 	}

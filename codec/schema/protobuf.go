@@ -33,6 +33,7 @@ type protoPlan struct {
 type protoMsg struct {
 	md      protoreflect.MessageDescriptor
 	fd      protoreflect.FieldDescriptor // the number field, nil when lacking
+	table   *protoTable
 	subject string
 	bad     *codec.InputError // no such message, or no usable number field
 	outID   atomic.Int64      // see cache.outputID
@@ -154,7 +155,8 @@ func (p *protoPlan) resolve(path []int) *protoMsg {
 		md = msgs.Get(i)
 		msgs = md.Messages()
 	}
-	m := &protoMsg{md: md, subject: p.s.Strategy.subject(p.s.OutputTopic, string(md.FullName()))}
+	m := &protoMsg{md: md, subject: p.s.Strategy.subject(p.s.OutputTopic, string(md.FullName())),
+		table: newProtoTable(md, map[protoreflect.FullName]*protoTable{})}
 	fd := md.Fields().ByName(protoreflect.Name(p.s.Field))
 	switch {
 	case fd == nil:
@@ -191,7 +193,7 @@ func kindName(fd protoreflect.FieldDescriptor) string {
 // inspect says whether the message needs a number. The payload is walked,
 // not decoded: see walkProto.
 func (m *protoMsg) inspect(payload []byte, off int, s *Settings) (codec.Kind, int64, *codec.InputError) {
-	f, at, err := walkProto(payload, m.md, m.fd, 0)
+	f, at, err := walkProto(payload, m.table, m.fd.Number(), 0)
 	if err != nil {
 		return codec.Bad, 0, &codec.InputError{Class: codec.ClassUndecodable, Offset: off + at,
 			Msg: fmt.Sprintf("payload does not decode as %s", m.md.FullName()), Err: err}
@@ -263,7 +265,8 @@ func (m *protoMsg) appendNumber(dst []byte, id int64) []byte {
 // fieldValue reads the top-level field name as key bytes, walking the
 // payload as inspect does (the last occurrence wins; a zero value without
 // explicit presence is unset).
-func fieldValue(md protoreflect.MessageDescriptor, payload []byte, off int, name string) ([]byte, bool, *codec.InputError) {
+func (m *protoMsg) fieldValue(payload []byte, off int, name string) ([]byte, bool, *codec.InputError) {
+	md := m.md
 	fd := md.Fields().ByName(protoreflect.Name(name))
 	if fd == nil {
 		return nil, false, nil
@@ -272,7 +275,7 @@ func fieldValue(md protoreflect.MessageDescriptor, payload []byte, off int, name
 		return nil, false, &codec.InputError{Class: codec.ClassMissingKey, Offset: off,
 			Msg: fmt.Sprintf("field %q is %s, want a singular string, bytes, integer or enum", name, kindName(fd))}
 	}
-	f, at, err := walkProto(payload, md, fd, 0)
+	f, at, err := walkProto(payload, m.table, fd.Number(), 0)
 	if err != nil {
 		return nil, false, &codec.InputError{Class: codec.ClassUndecodable, Offset: off + at,
 			Msg: fmt.Sprintf("payload does not decode as %s", md.FullName()), Err: err}
