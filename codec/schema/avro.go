@@ -66,7 +66,8 @@ func newAvroPlan(w *writer, s *Settings) (*avroPlan, *codec.InputError) {
 		}
 		if rp.field < 0 {
 			if out.Schema, err = addField(w.text.Schema, s.Field, rp.appendString); err != nil {
-				return bad(codec.ClassUnknownSchema, "add the number field: %v", err)
+				// The record is defined in a reference: not ours to change.
+				return bad(codec.ClassNoNumberField, "add the number field: %v", err)
 			}
 		}
 		p.top, p.subject = rp, s.Strategy.subject(s.OutputTopic, top.FullName())
