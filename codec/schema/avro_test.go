@@ -368,3 +368,47 @@ func unwrapUnion(v any) any {
 	}
 	return v
 }
+
+func TestAvroReferencesAreResolvedThroughTheRegistry(t *testing.T) {
+	const money = `{"type":"record","name":"Money","namespace":"shop","fields":[{"name":"units","type":"long"},{"name":"currency","type":"string"}]}`
+	const order = `{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"sku","type":"string"},{"name":"total","type":"shop.Money"}]}`
+	r := newRegistry(t)
+	r.register(t, "shop.Money", sr.Schema{Schema: money})
+	refs := []sr.SchemaReference{{Name: "shop.Money", Subject: "shop.Money", Version: 1}}
+	in := r.register(t, "orders-value", sr.Schema{Schema: order, References: refs})
+	f := newFormat(t, r, codec.ValueAvro, nil)
+
+	cache := &avro.SchemaCache{}
+	if _, err := avro.ParseWithCache(money, "", cache); err != nil {
+		t.Fatal(err)
+	}
+	writer, err := avro.ParseWithCache(order, "", cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := avro.Marshal(writer, map[string]any{"sku": "A", "total": map[string]any{"units": int64(318), "currency": "CNY"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := number(t, f, append(appendHeader(nil, in), payload...), 5)
+
+	id, _ := schemaID(out)
+	ss, err := f.Client().SchemaByID(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ss.References) != 1 || ss.References[0] != refs[0] {
+		t.Fatalf("output schema references = %+v, want the writer's", ss.References)
+	}
+	outSchema, err := avro.ParseWithCache(ss.Schema, "", cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := avro.Unmarshal(outSchema, out[headerLen:], &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["order_no"] != "5" || fmt.Sprint(m["total"]) != "map[currency:CNY units:318]" {
+		t.Fatalf("decoded %v", m)
+	}
+}
