@@ -11,6 +11,10 @@
 // the event other than the inserted member survives unchanged, so key order,
 // spacing and fields the worker does not know about are never disturbed.
 //
+// [Format] is the one interface the worker, replay and the audit use for
+// every value encoding: [JSONFormat] adapts the JSON codec to it, and package
+// codec/schema implements it for Avro and Protobuf through a schema registry.
+//
 // codec imports only the standard library; it knows nothing of Redis or
 // Kafka clients.
 package codec

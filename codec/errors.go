@@ -35,6 +35,24 @@ const (
 	// or of a type that cannot be a key. Inspect never reports it; the
 	// worker does, after [Field].
 	ClassMissingKey Class = "missing_key"
+
+	// Classes of the schema-registry formats (Avro and Protobuf in the
+	// Confluent wire format, package codec/schema).
+
+	// ClassNotFramed: the value does not start with the wire format's
+	// header (magic byte 0 and a 4-byte schema ID, and for Protobuf the
+	// message indexes), or is shorter than it.
+	ClassNotFramed Class = "not_framed"
+	// ClassUnknownSchema: the registry does not know the value's schema ID
+	// (it answered 404), or the schema it returned cannot be parsed.
+	ClassUnknownSchema Class = "unknown_schema"
+	// ClassUndecodable: the payload does not decode with its writer schema.
+	ClassUndecodable Class = "undecodable"
+	// ClassNoNumberField: the writer schema has no field by the number
+	// field's name that can hold a number (a Protobuf message without it,
+	// a field of another type, or an Avro schema whose top level is not a
+	// record).
+	ClassNoNumberField Class = "no_number_field"
 )
 
 // Dead-letter and numbered-record header names.
@@ -67,7 +85,16 @@ var (
 	ErrInvalidConfig      = errors.New("invalid codec configuration")
 	ErrInvalidSource      = errors.New("invalid source")
 	ErrInvalidAuditRecord = errors.New("invalid audit record")
+	ErrNotFramed          = errors.New("value is not in the schema registry wire format")
+	ErrUnknownSchema      = errors.New("schema id is unknown to the registry")
+	ErrUndecodable        = errors.New("payload does not decode with its writer schema")
+	ErrNoNumberField      = errors.New("schema has no number field")
 )
+
+// allClasses lists every class, in precedence order for ClassOf.
+var allClasses = [...]Class{ClassTooLarge, ClassInvalidUTF8, ClassNotJSON, ClassNotObject,
+	ClassDuplicateField, ClassInvalidNumber, ClassMissingKey,
+	ClassNotFramed, ClassUnknownSchema, ClassUndecodable, ClassNoNumberField}
 
 // Err returns the sentinel error for c, or nil for an unknown class.
 func (c Class) Err() error {
@@ -86,6 +113,14 @@ func (c Class) Err() error {
 		return ErrInvalidNumber
 	case ClassMissingKey:
 		return ErrMissingKey
+	case ClassNotFramed:
+		return ErrNotFramed
+	case ClassUnknownSchema:
+		return ErrUnknownSchema
+	case ClassUndecodable:
+		return ErrUndecodable
+	case ClassNoNumberField:
+		return ErrNoNumberField
 	}
 	return nil
 }
@@ -100,8 +135,7 @@ func ClassOf(err error) Class {
 	if ie, ok := errors.AsType[*InputError](err); ok {
 		return ie.Class
 	}
-	for _, c := range [...]Class{ClassTooLarge, ClassInvalidUTF8, ClassNotJSON, ClassNotObject,
-		ClassDuplicateField, ClassInvalidNumber, ClassMissingKey} {
+	for _, c := range allClasses {
 		if errors.Is(err, c.Err()) {
 			return c
 		}

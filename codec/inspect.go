@@ -75,6 +75,9 @@ func (in Inspection) Err() error {
 	msg := in.msg
 	switch in.class {
 	case ClassDuplicateField, ClassInvalidNumber:
+		if in.field == "" { // a Rejected inspection: Msg is complete
+			break
+		}
 		msg = fmt.Sprintf("field %q: %s", in.field, msg)
 	case "":
 		// A zero Inspection: a bug in the caller, not in the value.
@@ -208,27 +211,19 @@ func parseDigitString(raw []byte, escaped bool) (int64, string) {
 	return parseDigits(appendUnescaped(buf[:0], raw))
 }
 
-// ParseNumber is the one rule for a number written out by flakestream: a
-// canonical decimal int64 in 0..2^63-1, digits only, no sign, no leading
-// zero, so that every number has exactly one spelling. The worker accepts
-// input numbers by it and the audit reads numbered records by it.
-func ParseNumber(b []byte) (int64, bool) {
-	n, msg := parseDigits(b)
-	return n, msg == ""
-}
-
 // RecordNumber finds the number of a numbered record: its HeaderNumber
 // header when it has one (header, hasHeader: the last such header's value),
 // else the field of its JSON value, either as ParseNumber reads it. A
 // header that is present but bad does not fall back to the field, since it
 // means the record is not what it claims to be.
 func RecordNumber(header []byte, hasHeader bool, value []byte, field string) (int64, bool) {
-	if hasHeader {
-		return ParseNumber(header)
+	if !hasHeader {
+		raw, ok, err := Field(value, field)
+		if err != nil || !ok {
+			return 0, false
+		}
+		header = raw
 	}
-	raw, ok, err := Field(value, field)
-	if err != nil || !ok {
-		return 0, false
-	}
-	return ParseNumber(raw)
+	n, err := ParseNumber(header)
+	return n, err == nil
 }

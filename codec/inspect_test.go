@@ -355,12 +355,12 @@ func TestInputErrorMessage(t *testing.T) {
 
 func TestParseNumberIsCanonical(t *testing.T) {
 	for in, want := range map[string]int64{"0": 0, "7": 7, "9223372036854775807": 1<<63 - 1} {
-		if n, ok := ParseNumber([]byte(in)); !ok || n != want {
-			t.Errorf("ParseNumber(%q) = %d, %v; want %d", in, n, ok, want)
+		if n, err := ParseNumber([]byte(in)); err != nil || n != want {
+			t.Errorf("ParseNumber(%q) = %d, %v; want %d", in, n, err, want)
 		}
 	}
 	for _, bad := range []string{"", "007", "-1", "+1", "1.0", "1e3", " 1", "9223372036854775808", "12a"} {
-		if n, ok := ParseNumber([]byte(bad)); ok {
+		if n, err := ParseNumber([]byte(bad)); err == nil {
 			t.Errorf("ParseNumber(%q) = %d, want rejected", bad, n)
 		}
 	}

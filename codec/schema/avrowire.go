@@ -1,0 +1,217 @@
+package schema
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/hamba/avro/v2"
+)
+
+// The Avro binary walker: it checks that bytes decode with a schema and
+// finds where a top-level field's encoding lies, without building any value
+// and without allocating. It is the reason no record is ever decoded into Go
+// values and encoded again.
+
+var (
+	errShort     = errors.New("payload ends inside a value")
+	errVarint    = errors.New("malformed varint")
+	errBool      = errors.New("boolean is neither 0 nor 1")
+	errLength    = errors.New("negative or oversized length")
+	errUnion     = errors.New("union branch index out of range")
+	errEnum      = errors.New("enum index out of range")
+	errDepth     = errors.New("values nest deeper than 64")
+	errTrailing  = errors.New("bytes left after the record")
+	errUnsupport = errors.New("schema type not supported")
+	errInt       = errors.New("int is wider than 32 bits")
+)
+
+var stringSchema = avro.NewPrimitiveSchema(avro.String, nil)
+
+// maxAvroDepth bounds nesting, which recursive schemas let the data choose.
+const maxAvroDepth = 64
+
+// readLong reads a zig-zag varint long at b[i:].
+func readLong(b []byte, i int) (int64, int, error) {
+	v, w := binary.Uvarint(b[i:])
+	if w <= 0 {
+		if w == 0 {
+			return 0, i, errShort
+		}
+		return 0, i, errVarint
+	}
+	return int64(v>>1) ^ -int64(v&1), i + w, nil
+}
+
+// readLen reads a length that must fit in what is left of b.
+func readLen(b []byte, i int) (int, int, error) {
+	n, j, err := readLong(b, i)
+	if err != nil {
+		return 0, i, err
+	}
+	if n < 0 || n > int64(len(b)-j) {
+		return 0, i, errLength
+	}
+	return int(n), j, nil
+}
+
+// skip returns the offset just past the value of schema s at b[i:].
+func skip(b []byte, i int, s avro.Schema, depth int) (int, error) {
+	if depth > maxAvroDepth {
+		return i, errDepth
+	}
+	switch s := s.(type) {
+	case *avro.RefSchema:
+		return skip(b, i, s.Schema(), depth+1)
+	case *avro.RecordSchema:
+		var err error
+		for _, f := range s.Fields() {
+			if i, err = skip(b, i, f.Type(), depth+1); err != nil {
+				return i, err
+			}
+		}
+		return i, nil
+	case *avro.UnionSchema:
+		k, j, err := readLong(b, i)
+		if err != nil {
+			return i, err
+		}
+		types := s.Types()
+		if k < 0 || k >= int64(len(types)) {
+			return i, errUnion
+		}
+		return skip(b, j, types[k], depth+1)
+	case *avro.ArraySchema:
+		return skipBlocks(b, i, s.Items(), nil, depth)
+	case *avro.MapSchema:
+		return skipBlocks(b, i, s.Values(), stringSchema, depth)
+	case *avro.EnumSchema:
+		k, j, err := readLong(b, i)
+		if err != nil {
+			return i, err
+		}
+		if k < 0 || k >= int64(len(s.Symbols())) {
+			return i, errEnum
+		}
+		return j, nil
+	case *avro.FixedSchema:
+		if s.Size() > len(b)-i {
+			return i, errShort
+		}
+		return i + s.Size(), nil
+	case *avro.NullSchema:
+		return i, nil
+	case *avro.PrimitiveSchema:
+		switch s.Type() {
+		case avro.Null:
+			return i, nil
+		case avro.Boolean:
+			if i >= len(b) {
+				return i, errShort
+			}
+			if b[i] > 1 {
+				return i, errBool
+			}
+			return i + 1, nil
+		case avro.Int:
+			v, j, err := readLong(b, i)
+			if err == nil && (j-i > 5 || v != int64(int32(v))) {
+				err = errInt
+			}
+			return j, err
+		case avro.Long:
+			_, j, err := readLong(b, i)
+			return j, err
+		case avro.Float:
+			if len(b)-i < 4 {
+				return i, errShort
+			}
+			return i + 4, nil
+		case avro.Double:
+			if len(b)-i < 8 {
+				return i, errShort
+			}
+			return i + 8, nil
+		case avro.String, avro.Bytes:
+			n, j, err := readLen(b, i)
+			if err != nil {
+				return i, err
+			}
+			return j + n, nil
+		}
+	}
+	return i, errUnsupport
+}
+
+// skipBlocks skips an array's or map's blocks: a count, (for a negative
+// count, a byte size), the items, until a count of 0. keys is the map key
+// schema, nil for an array.
+func skipBlocks(b []byte, i int, items, keys avro.Schema, depth int) (int, error) {
+	for {
+		n, j, err := readLong(b, i)
+		if err != nil {
+			return i, err
+		}
+		i = j
+		if n == 0 {
+			return i, nil
+		}
+		if n < 0 {
+			n = -n
+			if _, i, err = readLen(b, i); err != nil { // block size in bytes: walked anyway
+				return i, err
+			}
+		}
+		// Every item takes at least a byte unless its type is empty, so a
+		// count beyond the bytes left is corrupt; bounding it stops a huge
+		// count from spinning on zero-width items.
+		if n > int64(len(b)-i) && !zeroWidth(items) {
+			return i, errLength
+		}
+		if n > 1<<20 {
+			return i, errLength
+		}
+		for range n {
+			if keys != nil {
+				if i, err = skip(b, i, keys, depth+1); err != nil {
+					return i, err
+				}
+			}
+			if i, err = skip(b, i, items, depth+1); err != nil {
+				return i, err
+			}
+		}
+	}
+}
+
+func zeroWidth(s avro.Schema) bool {
+	switch s := s.(type) {
+	case *avro.NullSchema:
+		return true
+	case *avro.PrimitiveSchema:
+		return s.Type() == avro.Null
+	case *avro.FixedSchema:
+		return s.Size() == 0
+	}
+	return false
+}
+
+// walkRecord checks that b is exactly one encoding of rec and returns where
+// field want's encoding starts and ends (-1, -1 for want < 0).
+func walkRecord(b []byte, rec *avro.RecordSchema, want int) (start, end int, at int, err error) {
+	start, end = -1, -1
+	i := 0
+	for k, f := range rec.Fields() {
+		j, err := skip(b, i, f.Type(), 1)
+		if err != nil {
+			return -1, -1, j, err
+		}
+		if k == want {
+			start, end = i, j
+		}
+		i = j
+	}
+	if i != len(b) {
+		return -1, -1, i, errTrailing
+	}
+	return start, end, 0, nil
+}

@@ -1,0 +1,238 @@
+package schema
+
+import (
+	"errors"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// The Protobuf wire walker: it checks that bytes decode as a message type,
+// as proto.Unmarshal would, and finds the last occurrence of the number
+// field, without building a message and without allocating. A field whose
+// wire type does not match its declaration is kept as an unknown field, as
+// protobuf-go does.
+
+var (
+	errProtoUTF8        = errors.New("string field is not valid utf-8")
+	errProtoDepth       = errors.New("messages nest deeper than 100")
+	errProtoFieldNumber = errors.New("field number above 2^29-1")
+)
+
+const maxProtoDepth = 100
+
+// wireType is the wire type a field of kind k is written with (unpacked).
+func wireType(k protoreflect.Kind) protowire.Type {
+	switch k {
+	case protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind, protoreflect.FloatKind:
+		return protowire.Fixed32Type
+	case protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind, protoreflect.DoubleKind:
+		return protowire.Fixed64Type
+	case protoreflect.StringKind, protoreflect.BytesKind, protoreflect.MessageKind:
+		return protowire.BytesType
+	case protoreflect.GroupKind:
+		return protowire.StartGroupType
+	}
+	return protowire.VarintType
+}
+
+// checkUTF8 reports whether strings of fd must be UTF-8: proto3 and
+// editions (whose default is to verify), not proto2.
+func checkUTF8(fd protoreflect.FieldDescriptor) bool {
+	return fd.Kind() == protoreflect.StringKind && fd.Syntax() != protoreflect.Proto2
+}
+
+// protoField is the last occurrence of a field in a message's bytes.
+type protoField struct {
+	found bool
+	typ   protowire.Type
+	v     uint64 // varint or fixed value
+	b     []byte // bytes value
+}
+
+// protoTable is a message type's fields by number, built once per type so
+// the walk makes no descriptor calls (a descriptor method call per field
+// cost half the walk's time).
+type protoTable struct {
+	dense  []*fieldInfo // by field number, for small numbers
+	sparse map[protowire.Number]*fieldInfo
+}
+
+type fieldInfo struct {
+	wt     protowire.Type
+	packed bool // a packable repeated field: BytesType is accepted too
+	kind   protoreflect.Kind
+	utf8   bool
+	msg    *protoTable // for a message (or map entry) field
+	oneof  protoreflect.OneofDescriptor
+}
+
+const maxDense = 128
+
+// newProtoTable builds the tables of md and every message type it reaches;
+// seen ties recursive types together.
+func newProtoTable(md protoreflect.MessageDescriptor, seen map[protoreflect.FullName]*protoTable) *protoTable {
+	if t := seen[md.FullName()]; t != nil {
+		return t
+	}
+	t := &protoTable{}
+	seen[md.FullName()] = t
+	fields := md.Fields()
+	top := 0
+	for i := range fields.Len() {
+		if n := int(fields.Get(i).Number()); n < maxDense && n > top {
+			top = n
+		}
+	}
+	t.dense = make([]*fieldInfo, top+1)
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		fi := &fieldInfo{wt: wireType(fd.Kind()), packed: fd.IsList() && isPackable(fd.Kind()),
+			kind: fd.Kind(), utf8: checkUTF8(fd), oneof: fd.ContainingOneof()}
+		if fd.Kind() == protoreflect.MessageKind {
+			fi.msg = newProtoTable(fd.Message(), seen)
+		}
+		if n := fd.Number(); int(n) < len(t.dense) {
+			t.dense[n] = fi
+		} else {
+			if t.sparse == nil {
+				t.sparse = map[protowire.Number]*fieldInfo{}
+			}
+			t.sparse[n] = fi
+		}
+	}
+	return t
+}
+
+func (t *protoTable) field(n protowire.Number) *fieldInfo {
+	if int(n) < len(t.dense) {
+		return t.dense[n]
+	}
+	return t.sparse[n]
+}
+
+// walkProto checks b as a message of table t and records the last
+// occurrence of field number want (0 for none) at the top level. A later
+// member of want's oneof clears it, as it would in a decoded message.
+func walkProto(b []byte, t *protoTable, want protowire.Number, depth int) (protoField, int, error) {
+	var (
+		last  protoField
+		oneof protoreflect.OneofDescriptor
+	)
+	if depth > maxProtoDepth {
+		return last, 0, errProtoDepth
+	}
+	if want != 0 {
+		if fi := t.field(want); fi != nil {
+			oneof = fi.oneof
+		}
+	}
+	at := 0
+	for at < len(b) {
+		num, typ, n := protowire.ConsumeTag(b[at:])
+		if n < 0 {
+			return last, at, protowire.ParseError(n)
+		}
+		if num > protowire.MaxValidNumber { // ConsumeTag checks only the minimum
+			return last, at, errProtoFieldNumber
+		}
+		start := at
+		at += n
+		fi := t.field(num)
+		if fi == nil || !(typ == fi.wt || (typ == protowire.BytesType && fi.packed)) {
+			m := protowire.ConsumeFieldValue(num, typ, b[at:])
+			if m < 0 {
+				return last, at, protowire.ParseError(m)
+			}
+			at += m
+			continue
+		}
+		var f protoField
+		f.found, f.typ = true, typ
+		switch typ {
+		case protowire.VarintType:
+			v, m := protowire.ConsumeVarint(b[at:])
+			if m < 0 {
+				return last, at, protowire.ParseError(m)
+			}
+			f.v, at = v, at+m
+		case protowire.Fixed32Type:
+			v, m := protowire.ConsumeFixed32(b[at:])
+			if m < 0 {
+				return last, at, protowire.ParseError(m)
+			}
+			f.v, at = uint64(v), at+m
+		case protowire.Fixed64Type:
+			v, m := protowire.ConsumeFixed64(b[at:])
+			if m < 0 {
+				return last, at, protowire.ParseError(m)
+			}
+			f.v, at = v, at+m
+		case protowire.StartGroupType:
+			m := protowire.ConsumeFieldValue(num, typ, b[at:])
+			if m < 0 {
+				return last, at, protowire.ParseError(m)
+			}
+			at += m
+		case protowire.BytesType:
+			v, m := protowire.ConsumeBytes(b[at:])
+			if m < 0 {
+				return last, at, protowire.ParseError(m)
+			}
+			f.b, at = v, at+m
+			switch {
+			case fi.packed:
+				if err := walkPacked(v, fi.kind); err != nil {
+					return last, start, err
+				}
+			case fi.msg != nil:
+				if _, off, err := walkProto(v, fi.msg, 0, depth+1); err != nil {
+					return last, at - len(v) + off, err
+				}
+			case fi.utf8 && !utf8.Valid(v):
+				return last, start, errProtoUTF8
+			}
+		}
+		switch {
+		case num == want:
+			last = f
+		case oneof != nil && fi.oneof == oneof:
+			last = protoField{}
+		}
+	}
+	return last, 0, nil
+}
+
+func isPackable(k protoreflect.Kind) bool {
+	switch k {
+	case protoreflect.StringKind, protoreflect.BytesKind, protoreflect.MessageKind, protoreflect.GroupKind:
+		return false
+	}
+	return true
+}
+
+// walkPacked checks a packed repeated field's contents.
+func walkPacked(b []byte, k protoreflect.Kind) error {
+	size := 0
+	switch wireType(k) {
+	case protowire.Fixed32Type:
+		size = 4
+	case protowire.Fixed64Type:
+		size = 8
+	}
+	if size > 0 {
+		if len(b)%size != 0 {
+			return protowire.ParseError(-1)
+		}
+		return nil
+	}
+	for len(b) > 0 {
+		_, n := protowire.ConsumeVarint(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+	}
+	return nil
+}
