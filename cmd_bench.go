@@ -60,7 +60,7 @@ func benchCommand() *cli.Command {
 				defer kc.Close()
 				brokers, kafkaKind = kc.ListenAddrs(), "kfake (embedded)"
 			}
-			var rc *redis.Client
+			var rc redis.UniversalClient
 			redisKind := c.String("redis")
 			if redisKind == "" {
 				mr, err := miniredis.Run()
@@ -69,7 +69,7 @@ func benchCommand() *cli.Command {
 				}
 				defer mr.Close()
 				rc, redisKind = redis.NewClient(&redis.Options{Addr: mr.Addr()}), "miniredis (embedded)"
-			} else if rc, err = idgen.RedisClient(redisKind); err != nil {
+			} else if rc, _, err = idgen.NewRedisClient(redisKind); err != nil {
 				return err
 			}
 			defer rc.Close()

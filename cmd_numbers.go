@@ -35,7 +35,16 @@ func genCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			g, closeSeq, err := generatorFrom(c, c.String("sequencer"), server, worker, nil, nil)
+			// Ride through a Redis failover: ask again for up to 30s.
+			var failing bool
+			g, closeSeq, err := generatorFrom(c, c.String("sequencer"), server, worker, nil, func(s idgen.Sequencer) idgen.Sequencer {
+				return idgen.Patient(s, idgen.DefaultGiveUp, func(err error, _ time.Duration) {
+					if !failing {
+						failing = true
+						fmt.Fprintf(c.App.ErrWriter, "flakestream gen: %v; retrying for up to %s\n", err, idgen.DefaultGiveUp)
+					}
+				})
+			})
 			if err != nil {
 				return err
 			}

@@ -43,6 +43,13 @@ func idempotencyFrom(c *cli.Context, rc redis.Cmdable) (*pipeline.Idempotency, e
 	if err != nil {
 		return nil, &exitError{code: 2, err: err}
 	}
+	d, err := durabilityFrom(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.Durable(d); err != nil {
+		return nil, &exitError{code: 2, err: err}
+	}
 	return &pipeline.Idempotency{Store: store, Field: field, Optional: c.Bool("idempotency-optional"), Drop: drop}, nil
 }
 
@@ -86,7 +93,7 @@ func replayCommand() *cli.Command {
 			}
 			// Redis holds the replay's range (and the keys), whatever the
 			// sequencer; the sequencer shares the client.
-			rc, err := idgen.RedisClient(c.String("redis"))
+			rc, _, err := redisFrom(c)
 			if err != nil {
 				return err
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 )
@@ -76,14 +77,17 @@ func runCommand() *cli.Command {
 			}
 			reg := newRegistry()
 			// One Redis client for the sequencer and the idempotency keys.
-			var rc *redis.Client
+			var rc redis.UniversalClient
 			if c.String("sequencer") == "redis" || c.String("idempotency-key") != "" {
-				if rc, err = idgen.RedisClient(c.String("redis")); err != nil {
+				if rc, _, err = redisFrom(c); err != nil {
 					return err
 				}
 				defer rc.Close()
 			}
 			g, closeSeq, err := generatorFrom(c, c.String("sequencer"), server, worker, rc, func(s idgen.Sequencer) idgen.Sequencer {
+				if rs, ok := s.(*idgen.RedisSequencer); ok {
+					registerNotReplicated(reg, "reservation", rs.NotReplicated)
+				}
 				return pipeline.NewTimedSequencer(s, reg)
 			})
 			if err != nil {
@@ -104,6 +108,7 @@ func runCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
+				registerNotReplicated(reg, "key_claim", idem.Store.NotReplicated)
 				opts = append(opts, pipeline.WithIdempotency(idem))
 			}
 			w, err := pipeline.NewWorker(opts...)
@@ -170,4 +175,15 @@ func workerOptsFrom(c *cli.Context, g *idgen.Generator) ([]pipeline.Opt, error) 
 		opts = append(opts, pipeline.CreateTopics())
 	}
 	return opts, nil
+}
+
+// registerNotReplicated counts the Redis round trips whose numbers were
+// dropped because fewer replicas than --redis-wait-replicas acknowledged
+// them in --redis-wait-timeout.
+func registerNotReplicated(reg prometheus.Registerer, kind string, n func() uint64) {
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name:        "flakestream_redis_not_replicated_total",
+		Help:        "Redis reservations and key claims dropped because fewer replicas than --redis-wait-replicas acknowledged them in time.",
+		ConstLabels: prometheus.Labels{"kind": kind},
+	}, func() float64 { return float64(n()) }))
 }

@@ -137,9 +137,36 @@ func identityFrom(c *cli.Context, required bool) (server, worker int64, err erro
 
 func redisFlags() []cli.Flag {
 	return []cli.Flag{
-		stringFlag("redis", "redis://127.0.0.1:6379/0", "Redis `URL`: redis://[user:password@]host:port/db, rediss:// for TLS"),
+		stringFlag("redis", "redis://127.0.0.1:6379/0", "Redis `URL`: redis://[user:password@]host:port/db for one node; redis+cluster://[user:password@]h1:p1,h2:p2 for Redis Cluster; redis+sentinel://[user:password@]s1:p1,s2:p2/MASTER[?db=N&sentinel_password=...] for Sentinel; rediss... for TLS"),
 		stringFlag("redis-prefix", idgen.DefaultPrefix, "prefix of every Redis key flakestream writes"),
+		stringFlag("redis-wait-replicas", "auto", "before using a reservation or key claim, WAIT for this many replicas (or all the primary has, if fewer): auto is 1 for cluster and sentinel URLs, 0 for one node"),
+		durationFlag("redis-wait-timeout", idgen.DefaultWaitTimeout, "how long one WAIT for replicas may take; a reservation not acknowledged in time is dropped and asked again"),
 	}
+}
+
+// redisFrom returns the client --redis names and the durability the
+// --redis-wait-* flags ask for.
+func redisFrom(c *cli.Context) (redis.UniversalClient, idgen.Durability, error) {
+	d, err := durabilityFrom(c)
+	if err != nil {
+		return nil, d, err
+	}
+	rc, _, err := idgen.NewRedisClient(c.String("redis"))
+	if err != nil {
+		return nil, d, &exitError{code: 2, err: err}
+	}
+	return rc, d, nil
+}
+
+func durabilityFrom(c *cli.Context) (idgen.Durability, error) {
+	info, err := idgen.ParseRedisURL(c.String("redis"))
+	if err == nil {
+		var d idgen.Durability
+		if d, err = info.Durability(c.String("redis-wait-replicas"), c.Duration("redis-wait-timeout")); err == nil {
+			return d, nil
+		}
+	}
+	return idgen.Durability{}, &exitError{code: 2, err: err}
 }
 
 // generatorFrom builds the generator the flags describe. kind is "redis" or
@@ -147,7 +174,7 @@ func redisFlags() []cli.Flag {
 // close releases); a command that also needs Redis for something else
 // passes its client, so there is one connection pool. wrap, if not nil,
 // wraps the sequencer (to time it).
-func generatorFrom(c *cli.Context, kind string, server, worker int64, rc *redis.Client, wrap func(idgen.Sequencer) idgen.Sequencer) (g *idgen.Generator, close func(), err error) {
+func generatorFrom(c *cli.Context, kind string, server, worker int64, rc redis.UniversalClient, wrap func(idgen.Sequencer) idgen.Sequencer) (g *idgen.Generator, close func(), err error) {
 	l, err := layoutFrom(c)
 	if err != nil {
 		return nil, nil, err
@@ -158,14 +185,18 @@ func generatorFrom(c *cli.Context, kind string, server, worker int64, rc *redis.
 	case "memory":
 		seq = idgen.NewMemorySequencer(nil)
 	case "redis":
+		d, err := durabilityFrom(c)
+		if err != nil {
+			return nil, nil, err
+		}
 		if rc == nil {
-			client, err := idgen.RedisClient(c.String("redis"))
+			client, _, err := redisFrom(c)
 			if err != nil {
 				return nil, nil, err
 			}
 			rc, close = client, func() { client.Close() }
 		}
-		if seq, err = idgen.NewRedisSequencer(idgen.RedisSettings{Client: rc, Prefix: c.String("redis-prefix")}); err != nil {
+		if seq, err = idgen.NewRedisSequencer(idgen.RedisSettings{Client: rc, Prefix: c.String("redis-prefix"), Durability: d}); err != nil {
 			close()
 			return nil, nil, err
 		}

@@ -49,6 +49,32 @@ func (i RedisInfo) DefaultWaitReplicas() int {
 	return 1
 }
 
+// ParseRedisURL checks a URL of any form NewRedisClient takes and
+// describes it, without building a client.
+func ParseRedisURL(rawURL string) (RedisInfo, error) { return parseRedisURL(rawURL) }
+
+// Durability returns the Durability that --redis-wait-replicas and
+// --redis-wait-timeout ask for: waitReplicas is "auto" (or ""), meaning
+// DefaultWaitReplicas, or a number of replicas from 0; timeout 0 means
+// DefaultWaitTimeout.
+func (i RedisInfo) Durability(waitReplicas string, timeout time.Duration) (Durability, error) {
+	d := Durability{Replicas: i.DefaultWaitReplicas(), Timeout: timeout}
+	if waitReplicas != "" && waitReplicas != "auto" {
+		n, err := strconv.Atoi(waitReplicas)
+		if err != nil || n < 0 {
+			return Durability{}, fmt.Errorf("idgen: wait for %q replicas: want auto or a number from 0", waitReplicas)
+		}
+		d.Replicas = n
+	}
+	if timeout < 0 {
+		return Durability{}, fmt.Errorf("idgen: redis wait timeout %s is negative", timeout)
+	}
+	if d.Timeout == 0 {
+		d.Timeout = DefaultWaitTimeout
+	}
+	return d, nil
+}
+
 // NewRedisClient returns a client for any Redis flakestream can use, named
 // by one URL:
 //
