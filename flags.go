@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -155,8 +156,16 @@ func redisFrom(c *cli.Context) (redis.UniversalClient, idgen.Durability, error) 
 	if err != nil {
 		return nil, d, &exitError{code: 2, err: err}
 	}
+	// go-redis logs every failed dial and sentinel lookup on stderr, many
+	// lines a second during an outage; flakestream reports the error that
+	// matters itself, in one line.
+	redis.SetLogger(quietRedis{})
 	return rc, d, nil
 }
+
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 func durabilityFrom(c *cli.Context) (idgen.Durability, error) {
 	info, err := idgen.ParseRedisURL(c.String("redis"))

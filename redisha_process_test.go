@@ -239,3 +239,98 @@ func TestFailoverRideThrough(t *testing.T) {
 		})
 	}
 }
+
+// Replaying one range twice on the Cluster, with the order reference as
+// the idempotency key: the claims spread over every master, and every
+// order gets the same number in both replays.
+func TestReplayTwiceOnClusterGivesSameNumbers(t *testing.T) {
+	cl := testenv.NewRedisCluster(t)
+	e := e2e.NewEnv(t, testenv.Kafka(t), &testenv.Redis{URL: cl.URL, Kind: "cluster"}, 3)
+	e.Produce(t, 5000, orders.Mix{})
+	numbers := func(out string) map[string]string {
+		e.Kafka.CreateTopic(t, out, 3)
+		e.Kafka.CreateTopic(t, out+".dlq", 3)
+		p := e2e.Start(t, "replay "+out, "", replayArgs(e, out, "--idempotency-key", "field:order_ref")...)
+		select {
+		case <-p.Done:
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("replay did not finish:\n%s", e2e.Tail(p.Stderr.String(), 2000))
+		}
+		if p.Err != nil {
+			t.Fatalf("replay: %v\n%s", p.Err, e2e.Tail(p.Stderr.String(), 2000))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		recs, err := verify.ReadCommitted(ctx, e.Kafka.Addrs, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for _, r := range recs {
+			ref, ok, err := codec.Field(r.Value, "order_ref")
+			if err != nil || !ok {
+				t.Fatalf("output without order_ref: %s", r.Value)
+			}
+			m[string(ref)], _ = verify.Header(r, codec.HeaderNumber)
+		}
+		return m
+	}
+	first, second := numbers(e.Input+".r1"), numbers(e.Input+".r2")
+	if len(first) != 5000 || len(second) != 5000 {
+		t.Fatalf("replays wrote %d and %d orders, want 5000 each", len(first), len(second))
+	}
+	for ref, n := range first {
+		if second[ref] != n {
+			t.Fatalf("order %s: %s in the first replay, %s in the second", ref, n, second[ref])
+		}
+	}
+	// The keys really are spread: every master holds some.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	masters := 0
+	for _, n := range cl.Nodes {
+		c := n.Client(t)
+		if info, _ := c.Info(ctx, "replication").Result(); !strings.Contains(info, "role:master") {
+			continue
+		}
+		keys, err := c.Keys(ctx, e.Input+":key:*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) > 0 {
+			masters++
+		}
+	}
+	if masters != 3 {
+		t.Fatalf("idempotency keys on %d masters, want 3", masters)
+	}
+}
+
+// A bad --redis URL, a wrong master name and a cluster seed that is not a
+// cluster node: each one line on stderr, no password, no retrying for 30s.
+func TestGenBadRedisIsOneLine(t *testing.T) {
+	single := testenv.RedisServer(t)
+	s := testenv.NewRedisSentinels(t)
+	wrongMaster := strings.TrimSuffix(s.URL, s.Master) + "nosuchmaster"
+	for _, c := range []struct {
+		url, want string
+		code      int
+	}{
+		{"redis+cluster://:secret@127.0.0.1", `flakestream: idgen: bad redis url redis+cluster://:xxxxx@127.0.0.1: host "127.0.0.1": want host:port`, 2},
+		{"redis+sentinel://:secret@127.0.0.1:26379", "flakestream: idgen: bad redis url redis+sentinel://:xxxxx@127.0.0.1:26379: want the master name as the path: redis+sentinel://s1:26379,s2:26379/MASTER", 2},
+		{"memcached://127.0.0.1:11211", `flakestream: idgen: bad redis url memcached://127.0.0.1:11211: scheme "memcached"`, 2},
+		{"redis+cluster://" + single.Addr, "redis+cluster:// names a server that is not a Redis Cluster node", 1},
+		{wrongMaster, `know no master named "nosuchmaster"`, 1},
+	} {
+		t.Run(c.url, func(t *testing.T) {
+			start := time.Now()
+			_, errOut, code := runCLI(t, "", nil, "gen", "--redis", c.url)
+			if code != c.code || !strings.Contains(errOut, c.want) || strings.Count(errOut, "\n") != 1 || strings.Contains(errOut, "secret") {
+				t.Fatalf("exit %d, stderr %q; want %d and one line with %q", code, errOut, c.code, c.want)
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Fatalf("took %s: a configuration error must not be retried", d)
+			}
+		})
+	}
+}
