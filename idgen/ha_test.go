@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -182,4 +183,63 @@ func TestHABadRedis(t *testing.T) {
 	if !Permanent(err) {
 		t.Errorf("wrong master name is not a permanent error: %v", err)
 	}
+}
+
+// BenchmarkWaitCost measures what WAIT 1 costs batches of 1,000 numbers
+// on each topology, in 10 interleaved pairs of 300ms windows (wait=0, then
+// wait=1) against one setup: the numbers a second of each, the median of
+// the pairwise ratios, and the round trips per batch (one pipeline per
+// reservation either way). A batch whose WAIT times out is dropped and
+// asked again, as gen and the worker do, and counted.
+func BenchmarkWaitCost(b *testing.B) {
+	for _, topo := range []string{"cluster", "sentinel"} {
+		b.Run(topo, func(b *testing.B) {
+			c, _ := haClient(b, haURL(b, topo))
+			ctx := context.Background()
+			var gens [2]*Generator
+			var seqs [2]*RedisSequencer
+			for wait := range 2 {
+				s, err := NewRedisSequencer(RedisSettings{Client: c, Prefix: fmt.Sprintf("bench-%d", rand.Int64()), Durability: Durability{Replicas: wait}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				seqs[wait], gens[wait] = s, mustGenerator(b, Settings{Sequencer: s})
+			}
+			buf := make([]int64, 0, 1000)
+			var rates [2][]float64
+			var ratios []float64
+			var batches [2]int
+			b.ReportAllocs()
+			for range b.N {
+				for range 10 {
+					for wait := range 2 {
+						n, start := 0, time.Now()
+						for time.Since(start) < 300*time.Millisecond {
+							var err error
+							if buf, err = gens[wait].AppendN(ctx, buf[:0], 1000); errors.Is(err, ErrNotReplicated) {
+								continue
+							} else if err != nil {
+								b.Fatal(err)
+							}
+							n++
+						}
+						batches[wait] += n
+						rates[wait] = append(rates[wait], float64(n*1000)/time.Since(start).Seconds())
+					}
+					ratios = append(ratios, rates[1][len(rates[1])-1]/rates[0][len(rates[0])-1])
+				}
+			}
+			b.ReportMetric(median(rates[0]), "numbers/s(wait=0)")
+			b.ReportMetric(median(rates[1]), "numbers/s(wait=1)")
+			b.ReportMetric(median(ratios), "ratio(wait1/wait0)")
+			b.ReportMetric(float64(gens[1].Stats().Reservations)/float64(batches[1]), "roundtrips/batch(wait=1)")
+			b.ReportMetric(float64(seqs[1].NotReplicated()), "not_replicated")
+		})
+	}
+}
+
+func median(x []float64) float64 {
+	y := slices.Clone(x)
+	slices.Sort(y)
+	return y[len(y)/2]
 }
