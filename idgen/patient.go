@@ -3,6 +3,7 @@ package idgen
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,36 +19,36 @@ const DefaultGiveUp = 30 * time.Second
 // since the first try). Permanent errors (see Permanent) and a done
 // context return at once. A failed attempt hands out nothing: a number is
 // only ever taken from a reply received in full. onRetry, if not nil, hears
-// of every failed attempt before the wait that follows it.
+// of every failed attempt before the wait that follows it. It is safe for
+// concurrent use.
 func Patient(seq Sequencer, giveUp time.Duration, onRetry func(err error, wait time.Duration)) Sequencer {
 	if giveUp <= 0 {
 		giveUp = DefaultGiveUp
 	}
-	return &patient{seq: seq, giveUp: giveUp, onRetry: onRetry}
+	return &patient{seq: seq, giveUp: giveUp, onRetry: onRetry, now: time.Now}
 }
 
 type patient struct {
 	seq     Sequencer
 	giveUp  time.Duration
 	onRetry func(error, time.Duration)
-	lastOK  time.Time
+	lastOK  atomic.Int64 // Unix ns of the last success, 0 before the first try
+	now     func() time.Time
 }
 
 func (p *patient) Reserve(ctx context.Context, req Request) (Block, error) {
-	if p.lastOK.IsZero() {
-		p.lastOK = time.Now()
-	}
+	p.lastOK.CompareAndSwap(0, p.now().UnixNano())
 	backoff := 10 * time.Millisecond
 	for {
 		b, err := p.seq.Reserve(ctx, req)
 		if err == nil {
-			p.lastOK = time.Now()
+			p.lastOK.Store(p.now().UnixNano())
 			return b, nil
 		}
 		if Permanent(err) || ctx.Err() != nil {
 			return b, err
 		}
-		if since := time.Since(p.lastOK); since+backoff > p.giveUp {
+		if since := p.now().Sub(time.Unix(0, p.lastOK.Load())); since+backoff > p.giveUp {
 			return b, fmt.Errorf("no reservation for %s, giving up: %w", since.Round(time.Millisecond), err)
 		}
 		if p.onRetry != nil {
