@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,6 +33,7 @@ type KeyStore struct {
 	client redis.Cmdable
 	prefix string
 	ttl    time.Duration
+	wait   *waiter
 }
 
 // NewKeyStore returns a KeyStore on client. prefix "" means DefaultPrefix;
@@ -52,6 +54,36 @@ func NewKeyStore(client redis.Cmdable, prefix string, ttl time.Duration) (*KeySt
 	return &KeyStore{client: client, prefix: prefix + ":key:", ttl: ttl}, nil
 }
 
+// Durable makes every claim round trip wait for d.Replicas replicas (WAIT,
+// on the connection of each primary that took claims) before any claimed
+// number is used; claims they did not acknowledge fail with
+// ErrNotReplicated. The client must be a *redis.Client (one node or
+// Sentinel) or a *redis.ClusterClient. Replicas 0 turns it off.
+func (s *KeyStore) Durable(d Durability) error {
+	if d.Replicas == 0 {
+		s.wait = nil
+		return nil
+	}
+	w, err := newWaiter(d)
+	if err != nil {
+		return err
+	}
+	if err := canWait(s.client); err != nil {
+		return err
+	}
+	s.wait = w
+	return nil
+}
+
+// NotReplicated counts the claim round trips dropped because their
+// replicas did not acknowledge them in time.
+func (s *KeyStore) NotReplicated() uint64 {
+	if s.wait == nil {
+		return 0
+	}
+	return s.wait.failed.Load()
+}
+
 // Claim asks for key to get Number, on behalf of the record at Source (an
 // opaque string that identifies one record, such as topic/partition/offset).
 // After Claims, Number holds the key's number: the one claimed here if this
@@ -66,24 +98,33 @@ type Claim struct {
 	Repeat bool
 }
 
-// Claims settles every claim in one pipelined round trip. Claims of the same
-// key in one call are settled in order, so the first one wins. On error no
-// claim is settled and the caller must not use any of the numbers.
+// Claims settles every claim in one pipelined round trip per Redis primary
+// (on Redis Cluster the keys spread over the slots of every primary, and
+// the primaries are asked in parallel). Claims of the same key in one call
+// are settled in order, so the first one wins. On error no claim is settled
+// and the caller must not use any of the numbers.
 func (s *KeyStore) Claims(ctx context.Context, claims []Claim) error {
 	if len(claims) == 0 {
 		return nil
 	}
-	pipe := s.client.Pipeline()
-	cmds := make([]*redis.StatusCmd, len(claims))
-	var val []byte
+	keys := make([]string, len(claims))
 	for i := range claims {
-		c := &claims[i]
-		val = append(strconv.AppendInt(val[:0], c.Number, 10), '|')
-		val = append(val, c.Source...)
-		cmds[i] = pipe.SetArgs(ctx, s.redisKey(c.Key), string(val), redis.SetArgs{Mode: "NX", Get: true, TTL: s.ttl})
+		keys[i] = s.redisKey(claims[i].Key)
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("idgen: claim %d idempotency keys: %w", len(claims), err)
+	cmds := make([]*redis.StatusCmd, len(claims))
+	var err error
+	if s.wait == nil {
+		// go-redis splits a cluster pipeline by node by itself.
+		pipe := s.client.Pipeline()
+		s.queue(ctx, pipe, claims, keys, cmds, nil)
+		if _, err = pipe.Exec(ctx); errors.Is(err, redis.Nil) {
+			err = nil
+		}
+	} else {
+		err = s.claimDurably(ctx, claims, keys, cmds)
+	}
+	if err != nil {
+		return fmt.Errorf("idgen: claim %d idempotency keys: %w", len(claims), clusterErr(err))
 	}
 	for i, cmd := range cmds {
 		old, err := cmd.Result()
@@ -102,6 +143,65 @@ func (s *KeyStore) Claims(ctx context.Context, claims []Claim) error {
 		claims[i].Repeat = src != claims[i].Source
 	}
 	return nil
+}
+
+// queue adds the SET NX GET of the claims at idx (all of them if idx is
+// nil) to p.
+func (s *KeyStore) queue(ctx context.Context, p redis.Pipeliner, claims []Claim, keys []string, cmds []*redis.StatusCmd, idx []int) {
+	var val []byte
+	one := func(i int) {
+		c := &claims[i]
+		val = append(strconv.AppendInt(val[:0], c.Number, 10), '|')
+		val = append(val, c.Source...)
+		cmds[i] = p.SetArgs(ctx, keys[i], string(val), redis.SetArgs{Mode: "NX", Get: true, TTL: s.ttl})
+	}
+	if idx == nil {
+		for i := range claims {
+			one(i)
+		}
+		return
+	}
+	for _, i := range idx {
+		one(i)
+	}
+}
+
+// claimDurably groups the claims by the primary that serves their keys
+// and sends each group, followed by WAIT, in one pipeline on one
+// connection of that primary; the primaries are asked in parallel.
+func (s *KeyStore) claimDurably(ctx context.Context, claims []Claim, keys []string, cmds []*redis.StatusCmd) error {
+	type group struct {
+		node *redis.Client
+		idx  []int
+	}
+	var groups []*group
+	byNode := map[*redis.Client]*group{}
+	for i, k := range keys {
+		n, err := nodeFor(ctx, s.client, k)
+		if err != nil {
+			return err
+		}
+		g := byNode[n]
+		if g == nil {
+			g = &group{node: n}
+			byNode[n] = g
+			groups = append(groups, g)
+		}
+		g.idx = append(g.idx, i)
+	}
+	errs := make([]error, len(groups))
+	var wg sync.WaitGroup
+	for gi, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[gi] = s.wait.run(ctx, s.client, g.node, func(p redis.Pipeliner) {
+				s.queue(ctx, p, claims, keys, cmds, g.idx)
+			})
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (s *KeyStore) redisKey(key []byte) string {

@@ -33,6 +33,13 @@ type RedisSettings struct {
 	// Keys are "{prefix}:seq:<server>:<worker>" and "{prefix}:layout": the
 	// braces are a hash tag, so on Redis Cluster all of them share a slot.
 	Prefix string
+	// Durability, when its Replicas is above 0, makes every reservation
+	// wait for that many replicas (WAIT, on the connection that ran the
+	// script) before its numbers are used; a reservation they did not
+	// acknowledge fails with ErrNotReplicated. The Client must then be a
+	// *redis.Client (one node, or Sentinel's failover client) or a
+	// *redis.ClusterClient.
+	Durability Durability
 	// MaxAdoptWait bounds the wait a layout change may impose before its
 	// first number, overriding the default 2s; longer changes are refused
 	// with ErrLayoutChange.
@@ -44,6 +51,7 @@ type RedisSettings struct {
 // (server, worker) pair through it.
 type RedisSequencer struct {
 	client       redis.Scripter
+	wait         *waiter
 	prefix       string
 	layoutKey    string
 	maxAdoptWait int64
@@ -62,7 +70,20 @@ func NewRedisSequencer(s RedisSettings) (*RedisSequencer, error) {
 		s.MaxAdoptWait = DefaultMaxAdoptWait
 	}
 	tag := "{" + s.Prefix + "}"
-	return &RedisSequencer{client: s.Client, prefix: tag, layoutKey: tag + ":layout", maxAdoptWait: s.MaxAdoptWait.Milliseconds()}, nil
+	r := &RedisSequencer{client: s.Client, prefix: tag, layoutKey: tag + ":layout", maxAdoptWait: s.MaxAdoptWait.Milliseconds()}
+	if s.Durability.Replicas > 0 {
+		w, err := newWaiter(s.Durability)
+		if err != nil {
+			return nil, err
+		}
+		if err := canWait(s.Client); err != nil {
+			return nil, err
+		}
+		r.wait = w
+	} else if s.Durability.Replicas < 0 {
+		return nil, fmt.Errorf("idgen: wait for %d replicas: want 0 or more", s.Durability.Replicas)
+	}
+	return r, nil
 }
 
 // Key returns the Redis key that holds the state of one (server, worker).
@@ -77,12 +98,71 @@ func (r *RedisSequencer) Reserve(ctx context.Context, req Request) (Block, error
 	if id == "" {
 		id = req.Layout.fingerprint()
 	}
-	res, err := sequencerScript.Run(ctx, r.client, []string{r.Key(req.Server, req.Worker), r.layoutKey},
-		req.N, req.Layout.MaxSequence(), id, req.Layout.EpochMs(), req.Layout.TimeShift(), r.maxAdoptWait).Slice()
+	keys := []string{r.Key(req.Server, req.Worker), r.layoutKey}
+	args := []any{req.N, req.Layout.MaxSequence(), id, req.Layout.EpochMs(), req.Layout.TimeShift(), r.maxAdoptWait}
+	if r.wait != nil {
+		return r.reserveDurably(ctx, keys, args, id)
+	}
+	res, err := sequencerScript.Run(ctx, r.client, keys, args...).Slice()
+	if err != nil {
+		return Block{}, fmt.Errorf("redis sequencer script: %w", clusterErr(err))
+	}
+	return parseReply(res, id)
+}
+
+// reserveDurably runs the script and WAIT in one pipeline on one
+// connection of the primary that holds the keys: one round trip, and the
+// block is returned only once the replicas have it.
+func (r *RedisSequencer) reserveDurably(ctx context.Context, keys []string, args []any, id string) (Block, error) {
+	node, err := nodeFor(ctx, r.client, keys[0])
+	if err != nil {
+		return Block{}, fmt.Errorf("redis sequencer: %w", err)
+	}
+	var cmd *redis.Cmd
+	for _, eval := range []bool{false, true} {
+		err = r.wait.run(ctx, r.client, node, func(p redis.Pipeliner) {
+			if eval {
+				cmd = sequencerScript.Eval(ctx, p, keys, args...)
+			} else {
+				cmd = sequencerScript.EvalSha(ctx, p, keys, args...)
+			}
+		})
+		if cmd.Err() != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			continue
+		}
+		break
+	}
+	if cmd.Err() != nil {
+		return Block{}, fmt.Errorf("redis sequencer script: %w", clusterErr(cmd.Err()))
+	}
+	if err != nil {
+		// The reply came, but not the replicas' acknowledgement: the
+		// block is dropped (a gap), never used.
+		return Block{}, fmt.Errorf("redis sequencer: %w", err)
+	}
+	res, err := cmd.Slice()
 	if err != nil {
 		return Block{}, fmt.Errorf("redis sequencer script: %w", err)
 	}
 	return parseReply(res, id)
+}
+
+// NotReplicated counts the reservations dropped because their replicas did
+// not acknowledge them in time.
+func (r *RedisSequencer) NotReplicated() uint64 {
+	if r.wait == nil {
+		return 0
+	}
+	return r.wait.failed.Load()
+}
+
+// canWait says whether c is a client whose writes WAIT can follow.
+func canWait(c any) error {
+	switch c.(type) {
+	case *redis.ClusterClient, *redis.Client:
+		return nil
+	}
+	return fmt.Errorf("idgen: waiting for replicas needs a *redis.Client or *redis.ClusterClient, not %T", c)
 }
 
 func parseReply(res []any, id string) (Block, error) {
@@ -114,8 +194,9 @@ func parseReply(res []any, id string) (Block, error) {
 	return Block{}, fmt.Errorf("%w: %v", ErrRedisReply, res)
 }
 
-// RedisClient returns a client for the Redis at url:
-// redis://[user:password@]host:port/db, or rediss:// for TLS. It does not
+// RedisClient returns a client for one Redis node at url:
+// redis://[user:password@]host:port/db, or rediss:// for TLS; for every
+// topology use NewRedisClient. It does not
 // connect; the first command does, so a worker can start while Redis is down
 // and retry.
 func RedisClient(url string) (*redis.Client, error) {
@@ -124,17 +205,4 @@ func RedisClient(url string) (*redis.Client, error) {
 		return nil, fmt.Errorf("idgen: redis url %q: %w", RedactURL(url), err)
 	}
 	return redis.NewClient(opts), nil
-}
-
-// RedactURL hides a password in a URL for error messages and logs.
-func RedactURL(u string) string {
-	opts, err := redis.ParseURL(u)
-	if err != nil || opts.Password == "" {
-		return u
-	}
-	scheme := "redis"
-	if opts.TLSConfig != nil {
-		scheme = "rediss"
-	}
-	return fmt.Sprintf("%s://%s:xxxxx@%s/%d", scheme, opts.Username, opts.Addr, opts.DB)
 }

@@ -97,7 +97,7 @@ func (cfg *benchConfig) run(c *cli.Context) error {
 		defer kc.Close()
 		brokers, kafkaKind = kc.ListenAddrs(), "kfake (embedded)"
 	}
-	var rc *redis.Client
+	var rc redis.UniversalClient
 	redisKind := cfg.redis
 	if redisKind == "" {
 		mr, err := miniredis.Run()
@@ -106,7 +106,7 @@ func (cfg *benchConfig) run(c *cli.Context) error {
 		}
 		defer mr.Close()
 		rc, redisKind = redis.NewClient(&redis.Options{Addr: mr.Addr()}), "miniredis (embedded)"
-	} else if rc, err = idgen.RedisClient(redisKind); err != nil {
+	} else if rc, _, err = idgen.NewRedisClient(redisKind); err != nil {
 		return err
 	}
 	defer rc.Close()

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"fmt"
 	"strconv"
+	"time"
 
+	"github.com/flakestream/flakestream/idgen"
 	"github.com/urfave/cli/v2"
 )
 
@@ -45,7 +47,17 @@ func (cfg *genConfig) run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	g, closeSeq, err := cfg.redis.generator(cfg.sequencer, l, cfg.identity.server, cfg.identity.worker, nil, nil)
+	// Ride through a Redis failover: ask again for up to 30s, saying so
+	// once on stderr.
+	var failing bool
+	g, closeSeq, err := cfg.redis.generator(cfg.sequencer, l, cfg.identity.server, cfg.identity.worker, nil, func(s idgen.Sequencer) idgen.Sequencer {
+		return idgen.Patient(s, idgen.DefaultGiveUp, func(err error, _ time.Duration) {
+			if !failing {
+				failing = true
+				fmt.Fprintf(c.App.ErrWriter, "flakestream gen: %v; retrying for up to %s\n", err, idgen.DefaultGiveUp)
+			}
+		})
+	})
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func (ic *idempotencyConfig) flags() []cli.Flag {
 func (ic *idempotencyConfig) enabled() bool { return ic.key != "" }
 
 // idempotency returns the idempotency the flags ask for, or nil.
-func (ic *idempotencyConfig) idempotency(rc redis.Cmdable, prefix string) (*pipeline.Idempotency, error) {
+func (ic *idempotencyConfig) idempotency(rc redis.Cmdable, r *redisConfig) (*pipeline.Idempotency, error) {
 	if !ic.enabled() {
 		return nil, nil
 	}
@@ -49,8 +49,15 @@ func (ic *idempotencyConfig) idempotency(rc redis.Cmdable, prefix string) (*pipe
 	if err != nil {
 		return nil, asUsage(err)
 	}
-	store, err := idgen.NewKeyStore(rc, prefix, ic.ttl)
+	store, err := idgen.NewKeyStore(rc, r.prefix, ic.ttl)
 	if err != nil {
+		return nil, asUsage(err)
+	}
+	d, err := r.durability()
+	if err != nil {
+		return nil, err
+	}
+	if err := store.Durable(d); err != nil {
 		return nil, asUsage(err)
 	}
 	return &pipeline.Idempotency{Store: store, Field: field, Optional: ic.optional, Drop: drop}, nil

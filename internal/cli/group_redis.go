@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"context"
+	"time"
+
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
@@ -9,10 +12,16 @@ import (
 // The redis group: where the sequencer and the idempotency keys live, and
 // which sequencer numbers.
 const (
-	flagRedis       = "redis"
-	flagRedisPrefix = "redis-prefix"
-	flagSequencer   = "sequencer"
+	flagRedis             = "redis"
+	flagRedisPrefix       = "redis-prefix"
+	flagRedisWaitReplicas = "redis-wait-replicas"
+	flagRedisWaitTimeout  = "redis-wait-timeout"
+	flagSequencer         = "sequencer"
 )
+
+// defaultRedisWaitReplicas lets the URL decide: 1 for cluster and sentinel
+// URLs, 0 for one node.
+const defaultRedisWaitReplicas = "auto"
 
 // The sequencers --sequencer names.
 const (
@@ -21,14 +30,52 @@ const (
 )
 
 type redisConfig struct {
-	url, prefix string
+	url, prefix  string
+	waitReplicas string
+	waitTimeout  time.Duration
 }
+
+// redisURLUsage names every topology --redis takes.
+const redisURLUsage = "Redis `URL`: redis://[user:password@]host:port/db for one node; redis+cluster://[user:password@]h1:p1,h2:p2 for Redis Cluster; redis+sentinel://[user:password@]s1:p1,s2:p2/MASTER[?db=N&sentinel_password=...] for Sentinel; rediss... for TLS"
 
 func (r *redisConfig) flags() []cli.Flag {
 	return []cli.Flag{
-		redisURLFlag(&r.url, idgen.DefaultRedisURL, "Redis `URL`: redis://[user:password@]host:port/db, rediss:// for TLS"),
+		redisURLFlag(&r.url, idgen.DefaultRedisURL, redisURLUsage),
 		stringFlag(flagRedisPrefix, &r.prefix, idgen.DefaultPrefix, "prefix of every Redis key flakestream writes"),
+		stringFlag(flagRedisWaitReplicas, &r.waitReplicas, defaultRedisWaitReplicas, "before using a reservation or key claim, WAIT for this many replicas (or all the primary has, if fewer): auto is 1 for cluster and sentinel URLs, 0 for one node"),
+		durationFlag(flagRedisWaitTimeout, &r.waitTimeout, idgen.DefaultWaitTimeout, "how long one WAIT for replicas may take; a reservation not acknowledged in time is dropped and asked again"),
 	}
+}
+
+// client returns the client --redis names, for any topology.
+func (r *redisConfig) client() (redis.UniversalClient, error) {
+	rc, _, err := idgen.NewRedisClient(r.url)
+	if err != nil {
+		return nil, asUsage(err)
+	}
+	// go-redis logs every failed dial and sentinel lookup on stderr, many
+	// lines a second during an outage; flakestream reports the error that
+	// matters itself, in one line.
+	redis.SetLogger(quietRedis{})
+	return rc, nil
+}
+
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
+// durability is what the --redis-wait-* flags ask of every reservation and
+// key claim before its numbers are used.
+func (r *redisConfig) durability() (idgen.Durability, error) {
+	info, err := idgen.ParseRedisURL(r.url)
+	if err != nil {
+		return idgen.Durability{}, asUsage(err)
+	}
+	d, err := info.Durability(r.waitReplicas, r.waitTimeout)
+	if err != nil {
+		return idgen.Durability{}, asUsage(err)
+	}
+	return d, nil
 }
 
 // redisURLFlag is --redis; bench gives it no default (an embedded Redis).
@@ -44,21 +91,25 @@ func sequencerFlag(dst *string) cli.Flag {
 // to use, or nil for one of its own (which close releases); a command that
 // also needs Redis for something else passes its client, so there is one
 // connection pool. wrap, if not nil, wraps the sequencer (to time it).
-func (r *redisConfig) generator(kind string, l idgen.Layout, server, worker int64, rc *redis.Client, wrap func(idgen.Sequencer) idgen.Sequencer) (g *idgen.Generator, close func(), err error) {
+func (r *redisConfig) generator(kind string, l idgen.Layout, server, worker int64, rc redis.UniversalClient, wrap func(idgen.Sequencer) idgen.Sequencer) (g *idgen.Generator, close func(), err error) {
 	var seq idgen.Sequencer
 	close = func() {}
 	switch kind {
 	case sequencerMemory:
 		seq = idgen.NewMemorySequencer(nil)
 	case sequencerRedis:
+		d, err := r.durability()
+		if err != nil {
+			return nil, nil, err
+		}
 		if rc == nil {
-			client, err := idgen.RedisClient(r.url)
+			client, err := r.client()
 			if err != nil {
 				return nil, nil, err
 			}
 			rc, close = client, func() { client.Close() }
 		}
-		if seq, err = idgen.NewRedisSequencer(idgen.RedisSettings{Client: rc, Prefix: r.prefix}); err != nil {
+		if seq, err = idgen.NewRedisSequencer(idgen.RedisSettings{Client: rc, Prefix: r.prefix, Durability: d}); err != nil {
 			close()
 			return nil, nil, err
 		}

@@ -95,7 +95,7 @@ func (cfg *replayConfig) run(c *cli.Context) error {
 	}
 	// Redis holds the replay's range (and the keys), whatever the
 	// sequencer; the sequencer shares the client.
-	rc, err := idgen.RedisClient(cfg.redis.url)
+	rc, err := cfg.redis.client()
 	if err != nil {
 		return err
 	}
@@ -129,9 +129,9 @@ func (cfg *replayConfig) run(c *cli.Context) error {
 
 // replayOptions turns replay's flags into the replay's configuration: the
 // one place the CLI builds it. Progress is left to the caller.
-func (cfg *replayConfig) replayOptions(g *idgen.Generator, rc *redis.Client, from, to replay.Bound, log *slog.Logger) (replay.Config, error) {
+func (cfg *replayConfig) replayOptions(g *idgen.Generator, rc redis.UniversalClient, from, to replay.Bound, log *slog.Logger) (replay.Config, error) {
 	cc := &cfg.consume
-	idem, err := cfg.idempotency.idempotency(rc, cfg.redis.prefix)
+	idem, err := cfg.idempotency.idempotency(rc, &cfg.redis)
 	if err != nil {
 		return replay.Config{}, err
 	}

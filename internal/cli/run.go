@@ -6,6 +6,7 @@ import (
 
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 )
@@ -53,14 +54,17 @@ func (cfg *runConfig) run(c *cli.Context) error {
 	}
 	reg := newRegistry()
 	// One Redis client for the sequencer and the idempotency keys.
-	var rc *redis.Client
+	var rc redis.UniversalClient
 	if cfg.sequencer == sequencerRedis || cfg.idempotency.enabled() {
-		if rc, err = idgen.RedisClient(cfg.redis.url); err != nil {
+		if rc, err = cfg.redis.client(); err != nil {
 			return err
 		}
 		defer rc.Close()
 	}
 	g, closeSeq, err := cfg.redis.generator(cfg.sequencer, l, cfg.identity.server, cfg.identity.worker, rc, func(s idgen.Sequencer) idgen.Sequencer {
+		if rs, ok := s.(*idgen.RedisSequencer); ok {
+			registerNotReplicated(reg, "reservation", rs.NotReplicated)
+		}
 		return pipeline.NewTimedSequencer(s, reg)
 	})
 	if err != nil {
@@ -71,9 +75,12 @@ func (cfg *runConfig) run(c *cli.Context) error {
 		log.Warn("--sequencer memory: numbers are unique only within this one process; run more than one instance and they will collide")
 	}
 	pipeline.RegisterGenerator(reg, g)
-	idem, err := cfg.idempotency.idempotency(rc, cfg.redis.prefix)
+	idem, err := cfg.idempotency.idempotency(rc, &cfg.redis)
 	if err != nil {
 		return err
+	}
+	if idem != nil {
+		registerNotReplicated(reg, "key_claim", idem.Store.NotReplicated)
 	}
 	opts, err := cfg.workerOptions(g, idem)
 	if err != nil {
@@ -146,4 +153,15 @@ func (cfg *runConfig) workerOptions(g *idgen.Generator, idem *pipeline.Idempoten
 		opts = append(opts, pipeline.WithIdempotency(idem))
 	}
 	return opts, nil
+}
+
+// registerNotReplicated counts the Redis round trips whose numbers were
+// dropped because fewer replicas than --redis-wait-replicas acknowledged
+// them in --redis-wait-timeout.
+func registerNotReplicated(reg prometheus.Registerer, kind string, n func() uint64) {
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name:        "flakestream_redis_not_replicated_total",
+		Help:        "Redis reservations and key claims dropped because fewer replicas than --redis-wait-replicas acknowledged them in time.",
+		ConstLabels: prometheus.Labels{"kind": kind},
+	}, func() float64 { return float64(n()) }))
 }
