@@ -238,19 +238,24 @@ func (c *KafkaCluster) WaitInSync(t testing.TB, timeout time.Duration) time.Dura
 	return 0
 }
 
-// KafkaJars returns the directory of the cached Kafka jars that
-// scripts/kafka-local runs (for Kafka's own tools, such as the console
-// consumer), or an error if they are not cached.
-func KafkaJars() (string, error) {
+// KafkaTools returns the directory of Kafka's command-line tools jars
+// (org.apache.kafka:kafka-tools of the brokers' version and its runtime
+// jars: the console consumer, kafka-transactions, ...), fetched once with
+// Maven by `scripts/kafka-local tools`. Run one with
+// java -cp DIR/* org.apache.kafka.tools.consumer.ConsoleConsumer ...
+func KafkaTools() (string, error) {
 	path, err := kafkaScript()
 	if err != nil {
 		return "", err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 16*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "cached").Output()
+	var stderr strings.Builder
+	cmd := exec.CommandContext(ctx, path, "tools")
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("kafka-local cached: the Kafka jars are not cached: %w", err)
+		return "", fmt.Errorf("kafka-local tools: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	return strings.TrimSpace(string(out)), nil
 }
