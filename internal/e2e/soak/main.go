@@ -122,9 +122,13 @@ func run() error {
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("go test -c ./e2e/: %w\n%s", err, out)
 	}
-	fmt.Printf("soak: %s (%s), %d runs%s; logs in %s\n", *name, f.what, *runs, map[bool]string{true: ", worker flags " + *workerArgs}[*workerArgs != ""], base)
+	with := ""
+	if *workerArgs != "" {
+		with = ", worker flags " + *workerArgs
+	}
+	fmt.Printf("soak: %s (%s), %d runs%s; logs in %s\n", *name, f.what, *runs, with, base)
 
-	exact := 0
+	nExact := 0
 	for i := 1; i <= *runs; i++ {
 		if ctx.Err() != nil {
 			fmt.Printf("soak: interrupted after %d runs\n", i-1)
@@ -137,10 +141,9 @@ func run() error {
 		}
 		started := time.Now()
 		res, testErr := runOnce(ctx, root, bin, dir, f, *scale, *workerArgs, *timeout, *verbose)
-		good := testErr == nil && len(res) > 0
+		good := exact(res, testErr)
 		var parts []string
 		for _, r := range res {
-			good = good && r.OK && r.Lost == 0 && r.Duplicated == 0
 			parts = append(parts, fmt.Sprintf("records=%d lost=%d duplicated=%d longest_stall=%.1fs worker_exits=%d ok=%v",
 				r.Records, r.Lost, r.Duplicated, r.LongestStallS, r.WorkerExits, r.OK))
 			if err := appendJSONL(filepath.Join(art, "faults.jsonl"), r.raw()); err != nil {
@@ -149,7 +152,7 @@ func run() error {
 		}
 		verdict := "EXACT"
 		if good {
-			exact++
+			nExact++
 		} else {
 			verdict = "NOT EXACT"
 			if testErr != nil {
@@ -162,11 +165,25 @@ func run() error {
 		fmt.Printf("run %2d/%d %-9s %s (%s; log %s)\n", i, *runs, verdict, strings.Join(parts, "; "),
 			time.Since(started).Round(time.Second), filepath.Join(dir, "test.log"))
 	}
-	fmt.Printf("soak: %s: %d/%d exact\n", *name, exact, *runs)
-	if exact != *runs || *runs == 0 {
+	fmt.Printf("soak: %s: %d/%d exact\n", *name, nExact, *runs)
+	if nExact != *runs || *runs == 0 {
 		return errors.New("not every run was exact")
 	}
 	return nil
+}
+
+// exact reports whether a run was exactly once: the test passed, recorded
+// at least one result, and every result had 0 lost, 0 duplicated and ok.
+func exact(res []rawResult, testErr error) bool {
+	if testErr != nil || len(res) == 0 {
+		return false
+	}
+	for _, r := range res {
+		if !r.OK || r.Lost != 0 || r.Duplicated != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // rawResult keeps the whole JSON line next to the fields soak reads.
