@@ -82,7 +82,7 @@ func javaConsumerAgrees(t *testing.T, e *e2e.Env, rep verify.Report) bool {
 }
 
 // javaConsume reads topic from the beginning with the console consumer until
-// it has been idle for 15 s, and returns the source header of each record
+// it has been idle for 8 s, and returns the source header of each record
 // ("" for a record without one).
 func javaConsume(t *testing.T, e *e2e.Env, jars, topic string) []string {
 	t.Helper()
@@ -91,7 +91,7 @@ func javaConsume(t *testing.T, e *e2e.Env, jars, topic string) []string {
 	cmd := exec.CommandContext(ctx, "java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
 		"-cp", filepath.Join(jars, "*"), "org.apache.kafka.tools.consumer.ConsoleConsumer",
 		"--bootstrap-server", strings.Join(e.Kafka.Addrs, ","), "--topic", topic, "--from-beginning",
-		"--isolation-level", "read_committed", "--timeout-ms", "15000",
+		"--isolation-level", "read_committed", "--timeout-ms", "8000",
 		"--formatter-property", "print.headers=true", "--formatter-property", "print.value=false",
 		"--formatter-property", "line.separator="+javaLineSep, "--formatter-property", "headers.separator="+javaHeaderSep)
 	var stdout, stderr bytes.Buffer
