@@ -134,8 +134,29 @@ func TestFaultBrokerRestart(t *testing.T) {
 	t.Run("killed", func(t *testing.T) { testBrokerRestart(t, true) })
 }
 
+// brokerKillByDefault makes the killed subtest of TestFaultBrokerRestart
+// run by default (FLAKESTREAM_FAULT_BROKER_KILL=0 still skips it). It is
+// false until the orphaned-transaction guard (issue 11) is in the worker:
+// without it, on Kafka 4.4.0 (transactions v2) a broker killed with SIGKILL
+// can lose the ABORT marker of the transaction it was in, so the next
+// commit exposes aborted records (duplicates); see the README.
+const brokerKillByDefault = false
+
+// brokerKillEnabled reports whether the killed subtest runs:
+// FLAKESTREAM_FAULT_BROKER_KILL=1 runs it, =0 skips it, unset follows
+// brokerKillByDefault.
+func brokerKillEnabled() bool {
+	switch os.Getenv("FLAKESTREAM_FAULT_BROKER_KILL") {
+	case "1":
+		return true
+	case "0":
+		return false
+	}
+	return brokerKillByDefault
+}
+
 func testBrokerRestart(t *testing.T, kill bool) {
-	if kill && os.Getenv("FLAKESTREAM_FAULT_BROKER_KILL") != "1" {
+	if kill && !brokerKillEnabled() {
 		t.Skip("set FLAKESTREAM_FAULT_BROKER_KILL=1: on Kafka 4.4.0 (transactions v2) a broker killed with SIGKILL can lose the ABORT " +
 			"marker of the transaction it was in, so the next commit exposes aborted records (duplicates); see the README")
 	}

@@ -234,6 +234,10 @@ type run struct {
 	start  time.Time
 	result e2e.Result
 	rng    *rand.Rand
+
+	// also, if set, checks more after the accounting (its failures make
+	// the result not ok) before the result is recorded.
+	also func(rep verify.Report) bool
 }
 
 func begin(t *testing.T, e *e2e.Env, fault, setup string, workerArgs ...string) *run {
@@ -283,6 +287,9 @@ func (r *run) finish(bound time.Duration) {
 	}
 	r.result.WorkerExits = r.p.exitCount()
 	if r.result.WorkerExits > 0 {
+		r.result.OK = false
+	}
+	if r.also != nil && !r.also(rep) {
 		r.result.OK = false
 	}
 	e2e.Record(t, r.result)

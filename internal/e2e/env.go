@@ -117,13 +117,16 @@ func (e *Env) WorkerArgs(instance string) []string {
 }
 
 // StartWorker starts `flakestream run` as instance, with extra arguments
-// after (and so overriding) WorkerArgs. Its log is also written to
-// <dir>/<instance>.log, where dir is $FLAKESTREAM_ARTIFACTS/logs/<test> if
-// that variable is set, else a temporary dir of the test.
+// after (and so overriding) WorkerArgs, and after those the flags in
+// $FLAKESTREAM_E2E_WORKER_ARGS (split at spaces: how a soak turns a feature
+// off for a comparison). Its log is also written to <dir>/<instance>.log,
+// where dir is $FLAKESTREAM_ARTIFACTS/logs/<test> if that variable is set,
+// else a temporary dir of the test.
 func (e *Env) StartWorker(t testing.TB, instance string, extra ...string) *Process {
 	t.Helper()
-	return Start(t, "worker "+instance, filepath.Join(e.logDir, sanitize(instance)+".log"),
-		append(e.WorkerArgs(instance), extra...)...)
+	args := append(e.WorkerArgs(instance), extra...)
+	args = append(args, strings.Fields(os.Getenv("FLAKESTREAM_E2E_WORKER_ARGS"))...)
+	return Start(t, "worker "+instance, filepath.Join(e.logDir, sanitize(instance)+".log"), args...)
 }
 
 // LogDir is where the workers' logs go.

@@ -49,6 +49,7 @@ const (
 	KafkaKindFake     = "kfake"    // in-process github.com/twmb/franz-go/pkg/kfake
 	KafkaKindExternal = "external" // KAFKA_BROKERS: started by someone else
 	KafkaKindLocal    = "local"    // Apache Kafka started here by scripts/kafka-local
+	// KafkaKindCluster (kafka_cluster.go): several nodes from scripts/kafka-local
 )
 
 // KafkaCluster is a Kafka cluster for a test.
@@ -70,6 +71,11 @@ type KafkaCluster struct {
 	shared  bool // one broker for the whole test process: no Stop/Restart
 
 	restartable bool
+
+	// scripts/kafka-local start --nodes N (RealKafkaCluster)
+	nodes    int
+	pidFile  string
+	replicas int16 // replication factor of CreateTopic; 0 means 1
 }
 
 // KafkaOpt tunes Kafka and RealKafka.
@@ -177,13 +183,14 @@ func (c *KafkaCluster) Admin(t testing.TB) *kadm.Client {
 }
 
 // CreateTopic creates topic with the given number of partitions
-// (replication factor 1) and waits until every partition has a leader.
+// (replication factor 1; on a RealKafkaCluster 3, or its node count if
+// smaller) and waits until every partition has a leader.
 func (c *KafkaCluster) CreateTopic(t testing.TB, topic string, partitions int32) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	adm := c.Admin(t)
-	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
+	if _, err := adm.CreateTopic(ctx, partitions, max(c.replicas, 1), nil, topic); err != nil {
 		if !errors.Is(err, kerr.TopicAlreadyExists) {
 			t.Fatalf("testenv: create topic %q (%d partitions) on %s: %v", topic, partitions, c.Kind, err)
 		}

@@ -1,0 +1,269 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// KafkaKindCluster is a KafkaCluster of several Apache Kafka nodes started
+// here by `scripts/kafka-local start --nodes N`.
+const KafkaKindCluster = "cluster"
+
+// RealKafkaCluster starts a cluster of nodes Apache Kafka nodes of t's own
+// with scripts/kafka-local (each broker and controller, node N with node.id
+// N; topics default to replication factor 3 and min.insync.replicas 2) and
+// stops it at the end of t. Its nodes can be stopped, killed and started
+// again (StopNode, KillNode, StartNode). Without java or the jars it skips
+// t with a one-line reason; under CI=true it fails t instead.
+func RealKafkaCluster(t testing.TB, nodes int) *KafkaCluster {
+	t.Helper()
+	if nodes < 2 || nodes > 9 {
+		t.Fatalf("testenv: a cluster of %d nodes: want 2 to 9", nodes)
+	}
+	if why := kafkaLocalUnavailable(); why != "" {
+		why = "no Apache Kafka cluster: " + why
+		if kafkaCI() {
+			t.Fatalf("testenv: %s (CI=true)", why)
+		}
+		t.Skipf("testenv: %s", why)
+	}
+	dir := t.TempDir()
+	c := &KafkaCluster{Kind: KafkaKindCluster, nodes: nodes, pidFile: filepath.Join(dir, "kafka-local.pid"),
+		logPath: filepath.Join(dir, "kafka-local.out"), replicas: int16(min(nodes, 3))}
+	// --watch-pid: the cluster stops within a second or two of this process.
+	out, err := c.script(20*time.Minute, "start", "--nodes", strconv.Itoa(nodes), "--pid-file", c.pidFile,
+		"--timeout", kafkaTestTimeout(t), "--watch-pid", strconv.Itoa(os.Getpid()))
+	if err != nil {
+		t.Fatalf("testenv: start a %d-node Kafka cluster: %v", nodes, err)
+	}
+	for _, a := range strings.Split(out, ",") {
+		c.Addrs = append(c.Addrs, strings.TrimSpace(a))
+	}
+	if len(c.Addrs) != nodes {
+		t.Fatalf("testenv: kafka-local start --nodes %d printed %q", nodes, out)
+	}
+	t.Cleanup(func() {
+		// The data goes away with the cluster, so the nodes are killed
+		// first: a controlled shutdown of all of them at once waits for a
+		// quorum that the first ones to stop take away (up to 30 s each).
+		for n := 1; n <= nodes; n++ {
+			if _, err := c.script(time.Minute, "node", "stop", strconv.Itoa(n), "--pid-file", c.pidFile, "--signal", "KILL"); err != nil {
+				t.Logf("testenv: kill node %d: %v", n, err)
+			}
+		}
+		if _, err := c.script(3*time.Minute, "stop", "--pid-file", c.pidFile); err != nil {
+			t.Errorf("testenv: stop the Kafka cluster: %v", err)
+		}
+	})
+	t.Logf("testenv: started a %d-node Apache Kafka cluster at %s (log %s)", nodes, strings.Join(c.Addrs, ","), c.logPath)
+	return c
+}
+
+// Nodes is the number of nodes of a cluster from RealKafkaCluster (node
+// IDs 1 to Nodes), else 1.
+func (c *KafkaCluster) Nodes() int { return max(c.nodes, 1) }
+
+// NodeAddr returns the address of node n (1-based) of a cluster.
+func (c *KafkaCluster) NodeAddr(n int) string { return c.Addrs[n-1] }
+
+// StopNode stops node n of a cluster cleanly (SIGTERM: a controlled
+// shutdown that moves its leaderships away first).
+func (c *KafkaCluster) StopNode(t testing.TB, n int) { c.nodeStop(t, n, "TERM") }
+
+// KillNode kills node n's JVM with SIGKILL (a crash: no controlled
+// shutdown, unflushed page cache kept by the OS, data dir kept).
+func (c *KafkaCluster) KillNode(t testing.TB, n int) { c.nodeStop(t, n, "KILL") }
+
+func (c *KafkaCluster) nodeStop(t testing.TB, n int, sig string) {
+	t.Helper()
+	c.checkNode(t, n)
+	if _, err := c.script(3*time.Minute, "node", "stop", strconv.Itoa(n), "--pid-file", c.pidFile, "--signal", sig); err != nil {
+		t.Fatalf("testenv: stop node %d (%s): %v", n, sig, err)
+	}
+}
+
+// StartNode starts node n again on its ports and data, and returns once it
+// accepts requests.
+func (c *KafkaCluster) StartNode(t testing.TB, n int) {
+	t.Helper()
+	c.checkNode(t, n)
+	out, err := c.script(6*time.Minute, "node", "start", strconv.Itoa(n), "--pid-file", c.pidFile)
+	if err != nil {
+		t.Fatalf("testenv: start node %d: %v", n, err)
+	}
+	if out != c.Addrs[n-1] {
+		t.Fatalf("testenv: node %d came back at %q, not %s", n, out, c.Addrs[n-1])
+	}
+}
+
+func (c *KafkaCluster) checkNode(t testing.TB, n int) {
+	t.Helper()
+	if c.Kind != KafkaKindCluster {
+		t.Fatalf("testenv: a %s Kafka has no nodes to stop; use RealKafkaCluster", c.Kind)
+	}
+	if n < 1 || n > c.nodes {
+		t.Fatalf("testenv: no node %d in a %d-node cluster", n, c.nodes)
+	}
+}
+
+// script runs scripts/kafka-local with args, bounded by timeout, and returns
+// its stdout (trimmed); its stderr is appended to the cluster's log.
+func (c *KafkaCluster) script(timeout time.Duration, args ...string) (string, error) {
+	path, err := kafkaScript()
+	if err != nil {
+		return "", err
+	}
+	logf, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return "", err
+	}
+	defer logf.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Stderr = logf
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("kafka-local %s: %w\n%s", strings.Join(args, " "), err, kafkaTail(c.logPath))
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// TxnCoordinator returns the node that coordinates transactional ID id.
+func (c *KafkaCluster) TxnCoordinator(t testing.TB, id string) int {
+	t.Helper()
+	return c.coordinator(t, "transaction", id, func(ctx context.Context, adm *kadm.Client) (kadm.FindCoordinatorResponses, error) {
+		return adm.FindTxnCoordinators(ctx, id), nil
+	})
+}
+
+// GroupCoordinator returns the node that coordinates consumer group group.
+func (c *KafkaCluster) GroupCoordinator(t testing.TB, group string) int {
+	t.Helper()
+	return c.coordinator(t, "group", group, func(ctx context.Context, adm *kadm.Client) (kadm.FindCoordinatorResponses, error) {
+		return adm.FindGroupCoordinators(ctx, group), nil
+	})
+}
+
+func (c *KafkaCluster) coordinator(t testing.TB, kind, key string, find func(context.Context, *kadm.Client) (kadm.FindCoordinatorResponses, error)) int {
+	t.Helper()
+	adm := c.Admin(t)
+	var last error
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resps, err := find(ctx, adm)
+		cancel()
+		if err == nil {
+			r, ok := resps[key]
+			switch {
+			case !ok:
+				err = fmt.Errorf("no answer for %q", key)
+			case r.Err != nil:
+				err = r.Err
+			default:
+				return int(r.NodeID)
+			}
+		}
+		last = err
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("testenv: find the %s coordinator of %q: %v", kind, key, last)
+	return 0
+}
+
+// Leaders returns the leader node of each partition of topic.
+func (c *KafkaCluster) Leaders(t testing.TB, topic string) map[int32]int {
+	t.Helper()
+	adm := c.Admin(t)
+	var last error
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		md, err := adm.Metadata(ctx, topic)
+		cancel()
+		if err == nil {
+			err = md.Topics[topic].Err
+		}
+		if err == nil {
+			out := map[int32]int{}
+			for _, p := range md.Topics[topic].Partitions {
+				if p.Err == nil && p.Leader >= 0 {
+					out[p.Partition] = int(p.Leader)
+				}
+			}
+			if len(out) == len(md.Topics[topic].Partitions) && len(out) > 0 {
+				return out
+			}
+			err = fmt.Errorf("%d of %d partitions have a leader", len(out), len(md.Topics[topic].Partitions))
+		}
+		last = err
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("testenv: leaders of %q: %v", topic, last)
+	return nil
+}
+
+// WaitInSync waits until every partition of every topic (the internal
+// ones too) has all its replicas in sync, as a rolling deploy does before
+// it stops the next node, and returns how long that took.
+func (c *KafkaCluster) WaitInSync(t testing.TB, timeout time.Duration) time.Duration {
+	t.Helper()
+	adm := c.Admin(t)
+	start := time.Now()
+	var why string
+	for time.Since(start) < timeout {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		md, err := adm.Metadata(ctx)
+		cancel()
+		why = ""
+		if err != nil {
+			why = err.Error()
+		}
+		for _, td := range md.Topics {
+			for _, p := range td.Partitions {
+				if why == "" && (p.Err != nil || len(p.ISR) < len(p.Replicas)) {
+					why = fmt.Sprintf("%s/%d: ISR %v of replicas %v (%v)", td.Topic, p.Partition, p.ISR, p.Replicas, p.Err)
+				}
+			}
+		}
+		if why == "" {
+			return time.Since(start)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("testenv: replicas not in sync after %s: %s", timeout, why)
+	return 0
+}
+
+// KafkaTools returns the directory of Kafka's command-line tools jars
+// (org.apache.kafka:kafka-tools of the brokers' version and its runtime
+// jars: the console consumer, kafka-transactions, ...), fetched once with
+// Maven by `scripts/kafka-local tools`. Run one with
+// java -cp DIR/* org.apache.kafka.tools.consumer.ConsoleConsumer ...
+func KafkaTools() (string, error) {
+	path, err := kafkaScript()
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 16*time.Minute)
+	defer cancel()
+	var stderr strings.Builder
+	cmd := exec.CommandContext(ctx, path, "tools")
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("kafka-local tools: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(string(out)), nil
+}
