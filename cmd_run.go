@@ -10,6 +10,7 @@ import (
 	"github.com/flakestream/flakestream/pipeline"
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v2/altsrc"
 )
 
 func codecFlags() []cli.Flag {
@@ -56,6 +57,8 @@ func workerFlags() []cli.Flag {
 		durationFlag("session-timeout", 10*time.Second, "group session timeout: how long the group waits for a dead member before handing its partitions on"),
 		boolFlag("static-membership", "join as static member --instance-id (KIP-345): a restart under the same ID takes its partitions back without a rebalance; a member gone for good is removed only after --session-timeout"),
 		durationFlag("shutdown-timeout", 15*time.Second, "bound on finishing the open transaction and leaving the group after a signal"),
+		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "orphan-guard", Value: true, EnvVars: envVars("orphan-guard"),
+			Usage: "before the first produce of a session and after every aborted transaction, abort a transaction this producer ID left open at an older epoch on the output or DLQ partitions that the coordinator no longer tracks (needs ALTER on the cluster; see the README)"}),
 		stringFlag("sequencer", "redis", "redis (any number of instances), or memory (one process only: not for production)"),
 	}
 }
@@ -169,5 +172,6 @@ func workerOptsFrom(c *cli.Context, g *idgen.Generator) ([]pipeline.Opt, error) 
 	if c.Bool("create-topics") {
 		opts = append(opts, pipeline.CreateTopics())
 	}
+	opts = append(opts, pipeline.OrphanGuard(c.Bool("orphan-guard")))
 	return opts, nil
 }

@@ -80,6 +80,7 @@ type cfg struct {
 	prefetchAge     time.Duration
 	logger          *slog.Logger
 	registerer      prometheus.Registerer
+	orphanGuard     bool
 	kafkaOpts       []kgo.Opt
 }
 
@@ -102,6 +103,7 @@ func defaultCfg() cfg {
 		backoffMin:      100 * time.Millisecond,
 		backoffMax:      5 * time.Second,
 		logger:          slog.New(slog.DiscardHandler),
+		orphanGuard:     true,
 	}
 }
 
@@ -281,6 +283,13 @@ func Logger(l *slog.Logger) Opt { return func(c *cfg) { c.logger = l } }
 // Registerer sets where the worker registers its metrics; nil (the
 // default) registers them nowhere.
 func Registerer(r prometheus.Registerer) Opt { return func(c *cfg) { c.registerer = r } }
+
+// OrphanGuard turns the orphaned-transaction guard (internal/txnguard) on or
+// off, overriding the default on: before the first produce of a session and
+// after every aborted transaction, the worker aborts a transaction its own
+// producer ID left open at an older epoch on the output and DLQ partitions
+// that the coordinator no longer tracks.
+func OrphanGuard(on bool) Opt { return func(c *cfg) { c.orphanGuard = on } }
 
 // KafkaOpts adds franz-go options (TLS, SASL, tuning). They are applied
 // after the worker's own, so they override them.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/internal/txnguard"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -44,6 +45,13 @@ type Worker struct {
 	joined     atomic.Bool
 	lastErr    atomic.Pointer[error]
 	prefetcher atomic.Pointer[Prefetcher]
+
+	// guard aborts orphaned transactions (nil: --orphan-guard=false);
+	// guardDue, used by the session goroutine only, is set when the next
+	// transaction must run it first: at the start of a session and after
+	// a transaction that did not commit.
+	guard    *txnguard.Guard
+	guardDue bool
 }
 
 // NewWorker validates the options and returns a worker. It does not
@@ -56,7 +64,15 @@ func NewWorker(opts ...Opt) (*Worker, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	return &Worker{cfg: c, m: newWorkerMetrics(c.registerer), log: c.logger}, nil
+	w := &Worker{cfg: c, m: newWorkerMetrics(c.registerer), log: c.logger}
+	if c.orphanGuard {
+		g, err := txnguard.New(c.logger, c.registerer)
+		if err != nil {
+			return nil, err
+		}
+		w.guard = g
+	}
+	return w, nil
 }
 
 // Stats returns the worker's counts of committed work.
@@ -167,6 +183,7 @@ func (w *Worker) session(ctx context.Context, b *batch, r *retry) error {
 	lagCtx, stopLag := context.WithCancel(ctx)
 	defer stopLag()
 	go trackLag(lagCtx, adm, w.cfg.group, w.m.lag, 10*time.Second, w.log)
+	w.guardDue = true
 
 	w.log.Info("worker started", "inputs", w.cfg.inputs, "output", w.cfg.output, "dlq", w.cfg.dlq,
 		"group", w.cfg.group, "transactional_id", w.cfg.txnID, "numbering", w.cfg.numbering)
@@ -210,6 +227,21 @@ func (w *Worker) transact(ctx context.Context, sess *kgo.GroupTransactSession, b
 	endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.shutdownTimeout)
 	defer cancel()
 
+	// Until this transaction commits, the next one runs the guard again.
+	due := w.guardDue
+	w.guardDue = true
+	if due && w.guard != nil {
+		// Before anything is produced: data of our new epoch would
+		// join an orphan left open on a partition, and our commit
+		// would expose it. On error nothing was produced; the abort
+		// rewinds the fetched records for the retry.
+		parts := map[string][]int32{w.cfg.output: seq(b.outParts), w.cfg.dlq: seq(b.dlqParts)}
+		if _, err := w.guard.Check(ctx, sess.Client(), parts); err != nil {
+			w.abort(endCtx, sess)
+			return fmt.Errorf("%w: orphaned-transaction guard: %v", ErrCommitAborted, err)
+		}
+	}
+
 	b.reset(fetches)
 	promise := kgo.AbortingFirstErrPromise(sess.Client())
 	produce := func(r *kgo.Record) { sess.Produce(ctx, r, promise.Promise()) }
@@ -238,6 +270,7 @@ func (w *Worker) transact(ctx context.Context, sess *kgo.GroupTransactSession, b
 		w.log.Info("transaction aborted by a rebalance", "records", b.counts.in)
 		return nil
 	}
+	w.guardDue = false
 	w.m.committed(b.counts, time.Since(start))
 	w.mu.Lock()
 	s := &w.stats
@@ -372,6 +405,15 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// seq returns the partitions 0..n-1.
+func seq(n int32) []int32 {
+	ps := make([]int32, n)
+	for i := range ps {
+		ps[i] = int32(i)
+	}
+	return ps
 }
 
 func itoa(i int64) string { return strconv.FormatInt(i, 10) }
