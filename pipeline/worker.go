@@ -183,7 +183,13 @@ func (w *Worker) session(ctx context.Context, b *batch, r *retry) error {
 	lagCtx, stopLag := context.WithCancel(ctx)
 	defer stopLag()
 	go trackLag(lagCtx, adm, w.cfg.group, w.m.lag, 10*time.Second, w.log)
-	w.guardDue = true
+	// Before the first poll: an orphan on __consumer_offsets holds the
+	// group's offsets as unstable, and the consumer cannot start until it
+	// is gone; an orphan on an output partition must go before we produce.
+	if err := w.checkOrphans(ctx, sess.Client(), b); err != nil {
+		return fmt.Errorf("%w: %v", errRestartSession, err)
+	}
+	w.guardDue = false
 
 	w.log.Info("worker started", "inputs", w.cfg.inputs, "output", w.cfg.output, "dlq", w.cfg.dlq,
 		"group", w.cfg.group, "transactional_id", w.cfg.txnID, "numbering", w.cfg.numbering)
@@ -235,10 +241,9 @@ func (w *Worker) transact(ctx context.Context, sess *kgo.GroupTransactSession, b
 		// join an orphan left open on a partition, and our commit
 		// would expose it. On error nothing was produced; the abort
 		// rewinds the fetched records for the retry.
-		parts := map[string][]int32{w.cfg.output: seq(b.outParts), w.cfg.dlq: seq(b.dlqParts)}
-		if _, err := w.guard.Check(ctx, sess.Client(), parts); err != nil {
+		if err := w.checkOrphans(ctx, sess.Client(), b); err != nil {
 			w.abort(endCtx, sess)
-			return fmt.Errorf("%w: orphaned-transaction guard: %v", ErrCommitAborted, err)
+			return fmt.Errorf("%w: %v", ErrCommitAborted, err)
 		}
 	}
 
@@ -405,6 +410,25 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// checkOrphans runs the orphaned-transaction guard on the partitions a
+// transaction of this worker writes: the output and DLQ partitions, and
+// __consumer_offsets (all its partitions: the group's is among them), where
+// an orphan holds the group's offsets unstable so that no consumer of the
+// group can start.
+func (w *Worker) checkOrphans(ctx context.Context, cl *kgo.Client, b *batch) error {
+	if w.guard == nil {
+		return nil
+	}
+	parts := map[string][]int32{w.cfg.output: seq(b.outParts), w.cfg.dlq: seq(b.dlqParts), "__consumer_offsets": nil}
+	// Bounded: the broker may be down; the caller retries.
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := w.guard.Check(ctx, cl, parts); err != nil {
+		return fmt.Errorf("orphaned-transaction guard: %w", err)
+	}
+	return nil
 }
 
 // seq returns the partitions 0..n-1.
