@@ -59,6 +59,15 @@ type Abort struct {
 	CurrentEpoch     int16 // the producer's epoch when the guard ran
 	CoordinatorEpoch int32 // written into the marker, as the partition reports it
 	StartOffset      int64 // the first offset of the orphaned transaction
+
+	// Committed is set when the guard wrote a COMMIT marker, not an ABORT:
+	// the coordinator had committed the orphan's transaction (its last
+	// state is CompleteCommit at the epoch after the orphan's), and only
+	// the marker on this partition was lost. Aborting it would split a
+	// committed transaction: the partitions whose marker landed keep their
+	// records, the rest (with the input offsets) would be redone, and the
+	// redone records would be duplicates.
+	Committed bool
 }
 
 // Guard finds and aborts orphaned transactions. A nil *Guard is a guard
@@ -125,11 +134,35 @@ func (g *Guard) Check(ctx context.Context, cl *kgo.Client, partitions map[string
 	if txnID == "" {
 		return nil, ErrNotTransactional
 	}
+	adm := kadm.NewClient(cl)
+
+	// The coordinator's state is read before our producer ID is loaded:
+	// loading it may bump the epoch and overwrite the decision (commit or
+	// abort) of the transaction an orphan belongs to.
+	txns, err := adm.DescribeTransactions(ctx, txnID)
+	if err != nil {
+		if g.denied(err, "DescribeTransactions", "DESCRIBE on transactional ID "+txnID) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("txnguard: describe transaction %s: %w", txnID, err)
+	}
+	st, ok := txns[txnID]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("txnguard: describe transaction %s: no answer for it", txnID)
+	case st.Err != nil && errors.Is(st.Err, kerr.TransactionalIDNotFound):
+		// The coordinator knows nothing of it: nothing is tracked.
+	case st.Err != nil:
+		if g.denied(st.Err, "DescribeTransactions", "DESCRIBE on transactional ID "+txnID) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("txnguard: describe transaction %s: %w", txnID, st.Err)
+	}
+
 	pid, epoch, err := cl.ProducerID(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("txnguard: producer ID of %s: %w", txnID, err)
 	}
-	adm := kadm.NewClient(cl)
 
 	set := make(kadm.TopicsSet)
 	for t, ps := range partitions {
@@ -158,26 +191,6 @@ func (g *Guard) Check(ctx context.Context, cl *kgo.Client, partitions map[string
 		return nil, nil
 	}
 
-	txns, err := adm.DescribeTransactions(ctx, txnID)
-	if err != nil {
-		if g.denied(err, "DescribeTransactions", "DESCRIBE on transactional ID "+txnID) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("txnguard: describe transaction %s: %w", txnID, err)
-	}
-	st, ok := txns[txnID]
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("txnguard: describe transaction %s: no answer for it", txnID)
-	case st.Err != nil && errors.Is(st.Err, kerr.TransactionalIDNotFound):
-		// The coordinator knows nothing of it: nothing is tracked.
-	case st.Err != nil:
-		if g.denied(st.Err, "DescribeTransactions", "DESCRIBE on transactional ID "+txnID) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("txnguard: describe transaction %s: %w", txnID, st.Err)
-	}
-
 	var aborts []Abort
 	var errs []error
 	for _, p := range candidates {
@@ -188,7 +201,8 @@ func (g *Guard) Check(ctx context.Context, cl *kgo.Client, partitions map[string
 			continue
 		}
 		a := Abort{Topic: p.Topic, Partition: p.Partition, ProducerID: p.ProducerID, Epoch: p.ProducerEpoch,
-			CurrentEpoch: epoch, CoordinatorEpoch: p.CoordinatorEpoch, StartOffset: p.CurrentTxnStartOffset}
+			CurrentEpoch: epoch, CoordinatorEpoch: p.CoordinatorEpoch, StartOffset: p.CurrentTxnStartOffset,
+			Committed: committed(st, p)}
 		err := g.abort(ctx, adm, a)
 		switch {
 		case err == nil:
@@ -198,8 +212,8 @@ func (g *Guard) Check(ctx context.Context, cl *kgo.Client, partitions map[string
 			errs = append(errs, err)
 			continue
 		}
-		g.log.Warn("txnguard: aborted an orphaned transaction of this producer: its coordinator no longer tracked it, and the next commit would have exposed its records",
-			"topic", a.Topic, "partition", a.Partition, "producer_id", a.ProducerID, "epoch", a.Epoch,
+		g.log.Warn("txnguard: ended an orphaned transaction of this producer: its coordinator no longer tracked it, and the next commit would have exposed its records",
+			"marker", map[bool]string{false: "ABORT", true: "COMMIT"}[a.Committed], "topic", a.Topic, "partition", a.Partition, "producer_id", a.ProducerID, "epoch", a.Epoch,
 			"current_epoch", a.CurrentEpoch, "coordinator_epoch", a.CoordinatorEpoch, "start_offset", a.StartOffset,
 			"transactional_id", txnID, "coordinator_state", st.State)
 		if g.aborted != nil {
@@ -225,13 +239,23 @@ func tracked(st kadm.DescribedTransaction, p kadm.DescribedProducer) bool {
 	return ok
 }
 
-// abort writes an ABORT marker for a's transaction on a's partition, as
+// committed reports whether the coordinator's last decision was to commit
+// p's transaction. With transactions v2 every transaction has an epoch of
+// its own and ends at the next one, so CompleteCommit at p's epoch + 1 is
+// the end of exactly p's transaction. Anything else (an abort, or a
+// decision already overwritten by a later transaction) aborts, as
 // kafka-transactions.sh abort does.
+func committed(st kadm.DescribedTransaction, p kadm.DescribedProducer) bool {
+	return st.Err == nil && st.ProducerID == p.ProducerID && st.State == "CompleteCommit" && st.ProducerEpoch == p.ProducerEpoch+1
+}
+
+// abort writes the marker that ends a's transaction on a's partition (ABORT
+// unless a.Committed), as kafka-transactions.sh abort does.
 func (g *Guard) abort(ctx context.Context, adm *kadm.Client, a Abort) error {
 	resp, err := adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{
 		ProducerID:       a.ProducerID,
 		ProducerEpoch:    a.Epoch,
-		Commit:           false,
+		Commit:           a.Committed,
 		CoordinatorEpoch: a.CoordinatorEpoch,
 		Topics:           kadm.TopicsSet{a.Topic: {a.Partition: {}}},
 	})

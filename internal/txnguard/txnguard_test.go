@@ -185,7 +185,7 @@ func TestGuardAbortsOrphan(t *testing.T) {
 	if n := testutil.ToFloat64(g.aborted.WithLabelValues(topic)); n != 1 {
 		t.Errorf("%s{topic=%q} = %v, want 1", MetricName, topic, n)
 	}
-	for _, s := range []string{"aborted an orphaned transaction", "partition=0", "epoch=" + itoa(int(epoch)), "current_epoch=" + itoa(int(epoch)+1), "start_offset=0"} {
+	for _, s := range []string{"ended an orphaned transaction", "marker=ABORT", "partition=0", "epoch=" + itoa(int(epoch)), "current_epoch=" + itoa(int(epoch)+1), "start_offset=0"} {
 		if !strings.Contains(logs.String(), s) {
 			t.Errorf("log lacks %q:\n%s", s, logs.String())
 		}
@@ -197,6 +197,38 @@ func TestGuardAbortsOrphan(t *testing.T) {
 	commitNext(t, cl)
 	if got := readCommitted(t, c); !slices.Equal(got, []string{"new-0", "new-1"}) {
 		t.Fatalf("read_committed saw %v, want only the new transaction's [new-0 new-1]", got)
+	}
+}
+
+// An orphan whose transaction the coordinator committed (CompleteCommit at
+// the next epoch: only the marker on this partition was lost) is finished
+// with a COMMIT: its records are part of a transaction whose input offsets
+// were committed, and aborting them would have them produced again.
+func TestGuardCommitsCommittedOrphan(t *testing.T) {
+	c, cl, pid, epoch := orphanCluster(t, func(pid int64, epoch int16) kmsg.DescribeTransactionsResponseTransactionState {
+		st := kmsg.NewDescribeTransactionsResponseTransactionState()
+		st.TransactionalID, st.State, st.ProducerID, st.ProducerEpoch, st.StartTimestamp = txnID, "CompleteCommit", pid, epoch+1, -1
+		return st
+	})
+	var logs syncBuffer
+	g, err := New(slog.New(slog.NewTextHandler(&logs, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	aborts, err := g.Check(context.Background(), cl, allParts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Abort{{Topic: topic, Partition: 0, ProducerID: pid, Epoch: epoch, CurrentEpoch: epoch + 1, StartOffset: 0, Committed: true}}
+	if !slices.Equal(aborts, want) {
+		t.Fatalf("ended %+v, want %+v", aborts, want)
+	}
+	if !strings.Contains(logs.String(), "marker=COMMIT") {
+		t.Errorf("log does not name the COMMIT marker:\n%s", logs.String())
+	}
+	commitNext(t, cl)
+	if got, want := readCommitted(t, c), []string{"orphan-0", "orphan-1", "orphan-2", "new-0", "new-1"}; !slices.Equal(got, want) {
+		t.Fatalf("read_committed saw %v, want the committed orphan and the new transaction %v", got, want)
 	}
 }
 
