@@ -164,27 +164,25 @@ func (g *Guard) Check(ctx context.Context, cl *kgo.Client, partitions map[string
 		return nil, fmt.Errorf("txnguard: producer ID of %s: %w", txnID, err)
 	}
 
-	set := make(kadm.TopicsSet)
-	for t, ps := range partitions {
-		set.Add(t, ps...)
-	}
-	described, err := adm.DescribeProducers(ctx, set)
-	if err != nil {
-		if g.denied(err, "DescribeProducers", "READ on the topics "+fmt.Sprint(slices.Sorted(maps.Keys(partitions)))) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("txnguard: describe producers: %w", err)
-	}
+	// One request per topic, so that a topic we may not READ (often
+	// __consumer_offsets) is skipped with the warning and the others are
+	// still checked.
 	var candidates []kadm.DescribedProducer
-	for _, dp := range described.SortedPartitions() {
-		if dp.Err != nil {
-			if g.denied(dp.Err, "DescribeProducers", "READ on topic "+dp.Topic) {
-				return nil, nil
+	for _, t := range slices.Sorted(maps.Keys(partitions)) {
+		described, err := adm.DescribeProducers(ctx, topicSet(t, partitions[t]))
+		if err != nil {
+			if g.denied(err, "DescribeProducers", "READ on topic "+t) {
+				continue
 			}
-			return nil, fmt.Errorf("txnguard: describe producers of %s[%d]: %w", dp.Topic, dp.Partition, dp.Err)
+			return nil, fmt.Errorf("txnguard: describe producers of %s: %w", t, err)
 		}
-		if p, ok := dp.ActiveProducers[pid]; ok && p.CurrentTxnStartOffset >= 0 && p.ProducerEpoch < epoch {
-			candidates = append(candidates, p)
+		for _, dp := range described.SortedPartitions() {
+			if dp.Err != nil {
+				return nil, fmt.Errorf("txnguard: describe producers of %s[%d]: %w", dp.Topic, dp.Partition, dp.Err)
+			}
+			if p, ok := dp.ActiveProducers[pid]; ok && p.CurrentTxnStartOffset >= 0 && p.ProducerEpoch < epoch {
+				candidates = append(candidates, p)
+			}
 		}
 	}
 	if len(candidates) == 0 {
@@ -222,6 +220,12 @@ func (g *Guard) Check(ctx context.Context, cl *kgo.Client, partitions map[string
 		aborts = append(aborts, a)
 	}
 	return aborts, errors.Join(errs...)
+}
+
+func topicSet(t string, ps []int32) kadm.TopicsSet {
+	s := make(kadm.TopicsSet)
+	s.Add(t, ps...)
+	return s
 }
 
 // tracked reports whether the coordinator lists p's partition in a

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -334,3 +335,27 @@ func (s *syncBuffer) String() string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// A topic the producer may not READ (DescribeProducers needs it; often
+// __consumer_offsets) is skipped with the one warning, and the others are
+// still checked and repaired.
+func TestGuardSkipsUnreadableTopic(t *testing.T) {
+	c, cl, _, _ := orphanCluster(t, nil)
+	const unreadable = "offsets" // stands for __consumer_offsets, which kfake does not list
+	if _, err := kadm.NewClient(cl).CreateTopic(context.Background(), 1, 1, nil, unreadable); err != nil {
+		t.Fatal(err)
+	}
+	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.DescribeProducers}, Topic: unreadable, Err: kerr.TopicAuthorizationFailed, Count: -1})
+	var logs syncBuffer
+	g, err := New(slog.New(slog.NewTextHandler(&logs, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aborts, err := g.Check(context.Background(), cl, map[string][]int32{topic: {0, 1}, unreadable: {0}})
+	if err != nil || len(aborts) != 1 || aborts[0].Topic != topic {
+		t.Fatalf("check: %+v %v, want the orphan on %s aborted", aborts, err, topic)
+	}
+	if n := strings.Count(logs.String(), "not allowed to run"); n != 1 || !strings.Contains(logs.String(), "READ on topic "+unreadable) {
+		t.Fatalf("want one warning naming READ on the unreadable topic:\n%s", logs.String())
+	}
+}
