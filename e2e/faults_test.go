@@ -3,6 +3,9 @@ package e2e_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,9 +164,13 @@ func testBrokerRestart(t *testing.T, kill bool) {
 			"marker of the transaction it was in, so the next commit exposes aborted records (duplicates); see the README")
 	}
 	e := newEnv(t, 4, true)
+	keepEvidence(t, e)
 	n := scaled(e, 150000)
 	rate := streamRate(e)
 	args := []string{"--max-poll-records", "5000"}
+	if v := os.Getenv("FLAKESTREAM_ORPHAN_GUARD"); v != "" {
+		args = append(args, "--orphan-guard="+v)
+	}
 	fault, how := "broker restart (SIGTERM, start)", "stopped (SIGTERM)"
 	if kill {
 		fault, how = "broker killed (SIGKILL, start)", "killed (SIGKILL)"
@@ -218,4 +225,28 @@ func TestFaultBadInput(t *testing.T) {
 		t.Errorf("dead-letter classes %v, want %v", got, want)
 	}
 	t.Logf("dead letters by class: %v", got)
+}
+
+// keepEvidence copies the broker's data dir (its logs, __transaction_state
+// and kafka-local.out) to $FLAKESTREAM_FAULT_KEEP/<test>-<time> when the test
+// fails, before the cleanups stop the broker and remove the dir, so that a
+// rare failure can be examined with kafka-dump-log afterwards.
+func keepEvidence(t *testing.T, e *e2e.Env) {
+	keep := os.Getenv("FLAKESTREAM_FAULT_KEEP")
+	src := e.Kafka.DataDir()
+	if keep == "" || src == "" {
+		return
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		dst := filepath.Join(keep, strings.ReplaceAll(t.Name(), "/", "_")+"-"+time.Now().Format("150405"))
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			t.Logf("keep evidence: %v", err)
+			return
+		}
+		out, err := exec.Command("cp", "-a", src+"/.", dst).CombinedOutput()
+		t.Logf("broker data dir kept in %s (%v) %s", dst, err, out)
+	})
 }

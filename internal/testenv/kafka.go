@@ -156,6 +156,12 @@ func RealKafka(t testing.TB, opts ...KafkaOpt) *KafkaCluster {
 // Real reports whether the cluster is an Apache Kafka broker (not kfake).
 func (c *KafkaCluster) Real() bool { return c.Kind != KafkaKindFake }
 
+// DataDir returns the data directory of a broker started by
+// scripts/kafka-local ("" for kfake or an external cluster): its logs,
+// __transaction_state segments and kafka-local.out, for evidence after a
+// failed run.
+func (c *KafkaCluster) DataDir() string { return c.dataDir }
+
 // Fake returns the kfake cluster (for ControlKey fault injection), or nil
 // for a real broker. After Restart it is a new *kfake.Cluster.
 func (c *KafkaCluster) Fake() *kfake.Cluster {
