@@ -178,6 +178,21 @@ func (p *Process) Stop(timeout time.Duration) error {
 	}
 }
 
+// WaitSuccess waits up to timeout for the process to exit by itself and
+// fails the test, with the tail of its stderr, when it does not or when it
+// exits with an error.
+func (p *Process) WaitSuccess(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	select {
+	case <-p.Done:
+	case <-time.After(timeout):
+		t.Fatalf("%s did not finish within %s:\n%s", p.Name, timeout, Tail(p.Stderr.String(), 2000))
+	}
+	if p.Err != nil {
+		t.Fatalf("%s: %v\n%s", p.Name, p.Err, Tail(p.Stderr.String(), 2000))
+	}
+}
+
 // Tail returns the last n bytes of s.
 func Tail(s string, n int) string {
 	if len(s) <= n {
