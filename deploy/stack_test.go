@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,11 +24,7 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	e2e.RemoveBinary()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { e2e.Main(m) }
 
 // stack is a worker and an auditor (`flakestream run` and `flakestream
 // audit` as child processes) on a testenv Kafka and a real Redis, each

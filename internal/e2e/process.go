@@ -60,6 +60,14 @@ func Binary(t testing.TB) string {
 	return build.path
 }
 
+// Main is the TestMain of a package whose tests run the binary: it runs
+// the tests, removes what Binary built and exits with their status.
+func Main(m *testing.M) {
+	code := m.Run()
+	RemoveBinary()
+	os.Exit(code)
+}
+
 // RemoveBinary removes what Binary built, if anything.
 func RemoveBinary() {
 	if build.dir != "" {
