@@ -7,7 +7,7 @@ PKGS    ?= ./...
 # missing one fail instead of skip.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all test test-kafka test-kafka-cluster test-rules lint fmt vet staticcheck bench demo build fuzz clean
+.PHONY: all test test-kafka test-kafka-cluster test-rules lint fmt vet staticcheck bench demo build fuzz clean funclen
 
 all: lint test
 
@@ -85,6 +85,10 @@ fuzz:
 	    echo "== $$pkg $$f"; $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
 	  done; \
 	done
+
+# The ten longest non-test functions; fails when one is over 80 lines.
+funclen:
+	$(GO) test -count=1 -run 'TestLongestFunction' -v ./internal/funclen/
 
 clean:
 	rm -rf bin

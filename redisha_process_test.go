@@ -251,14 +251,7 @@ func TestReplayTwiceOnClusterGivesSameNumbers(t *testing.T) {
 		e.Kafka.CreateTopic(t, out, 3)
 		e.Kafka.CreateTopic(t, out+".dlq", 3)
 		p := e2e.Start(t, "replay "+out, "", replayArgs(e, out, "--idempotency-key", "field:order_ref")...)
-		select {
-		case <-p.Done:
-		case <-time.After(2 * time.Minute):
-			t.Fatalf("replay did not finish:\n%s", e2e.Tail(p.Stderr.String(), 2000))
-		}
-		if p.Err != nil {
-			t.Fatalf("replay: %v\n%s", p.Err, e2e.Tail(p.Stderr.String(), 2000))
-		}
+		p.WaitSuccess(t, 2*time.Minute)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		recs, err := verify.ReadCommitted(ctx, e.Kafka.Addrs, out)

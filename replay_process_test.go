@@ -52,14 +52,7 @@ func TestReplayKilledAndResumed(t *testing.T) {
 	}
 
 	second := e2e.Start(t, "replay 2", "", replayArgs(e, out)...)
-	select {
-	case <-second.Done:
-	case <-time.After(120 * time.Second):
-		t.Fatalf("the resumed replay did not finish:\n%s", e2e.Tail(second.Stderr.String(), 2000))
-	}
-	if second.Err != nil {
-		t.Fatalf("resumed replay: %v\n%s", second.Err, e2e.Tail(second.Stderr.String(), 2000))
-	}
+	second.WaitSuccess(t, 120*time.Second)
 	log := second.Stderr.String()
 	for _, want := range []string{"replay progress", "done=", "total=30000", "records_per_sec=", "eta=", "replay complete"} {
 		if !strings.Contains(log, want) {
@@ -85,14 +78,7 @@ func TestReplayKilledAndResumed(t *testing.T) {
 
 	// A third run of the same command has nothing left to do.
 	third := e2e.Start(t, "replay 3", "", replayArgs(e, out)...)
-	select {
-	case <-third.Done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("a rerun of a finished replay did not exit")
-	}
-	if third.Err != nil {
-		t.Fatalf("rerun: %v", third.Err)
-	}
+	third.WaitSuccess(t, 60*time.Second)
 	again, err := verify.ReadCommitted(ctx, e.Kafka.Addrs, out)
 	if err != nil || len(again) != len(outRecs) {
 		t.Fatalf("a rerun of a finished replay wrote more: %d records, was %d (%v)", len(again), len(outRecs), err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -85,8 +84,4 @@ func TestWorkerProcessKilledMidTransaction(t *testing.T) {
 	t.Logf("SIGTERM to exit: %s", time.Since(stopAt).Round(time.Millisecond))
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	e2e.RemoveBinary()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { e2e.Main(m) }

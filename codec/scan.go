@@ -286,52 +286,63 @@ func (s *scanner) str() (escaped, ok bool) {
 	}
 }
 
-func (s *scanner) array() bool {
-	data := s.data
+// enter opens the array or object at s.pos, whose closing byte is closer:
+// it counts the nesting depth and reports whether the container is empty
+// (closed at once), in which case it is consumed whole.
+func (s *scanner) enter(closer byte) (empty, ok bool) {
 	if s.depth++; s.depth > maxDepth {
-		return s.fail(s.pos, "nested deeper than 10000 levels")
+		return false, s.fail(s.pos, "nested deeper than 10000 levels")
 	}
 	s.pos++
 	s.skipWS()
-	if s.pos < len(data) && data[s.pos] == ']' {
+	if s.pos < len(s.data) && s.data[s.pos] == closer {
 		s.pos++
 		s.depth--
-		return true
+		return true, true
+	}
+	return false, true
+}
+
+// next reads what follows a member of an array or object: a ',' (another
+// member follows: more) or closer (the container ends). atEnd and bad are
+// the messages for the end of the input and for any other byte.
+func (s *scanner) next(closer byte, atEnd, bad string) (more, ok bool) {
+	s.skipWS()
+	if s.pos >= len(s.data) {
+		return false, s.fail(s.pos, atEnd)
+	}
+	switch s.data[s.pos] {
+	case ',':
+		s.pos++
+		s.skipWS()
+		return true, true
+	case closer:
+		s.pos++
+		s.depth--
+		return false, true
+	}
+	return false, s.fail(s.pos, bad)
+}
+
+func (s *scanner) array() bool {
+	if empty, ok := s.enter(']'); empty || !ok {
+		return ok
 	}
 	for {
 		if !s.value() {
 			return false
 		}
-		s.skipWS()
-		if s.pos >= len(data) {
-			return s.fail(s.pos, "unexpected end of input in array, want ',' or ']'")
-		}
-		switch data[s.pos] {
-		case ',':
-			s.pos++
-			s.skipWS()
-		case ']':
-			s.pos++
-			s.depth--
-			return true
-		default:
-			return s.fail(s.pos, "want ',' or ']' after array element")
+		if more, ok := s.next(']', "unexpected end of input in array, want ',' or ']'", "want ',' or ']' after array element"); !more || !ok {
+			return ok
 		}
 	}
 }
 
 func (s *scanner) object() bool {
+	if empty, ok := s.enter('}'); empty || !ok {
+		return ok
+	}
 	data := s.data
-	if s.depth++; s.depth > maxDepth {
-		return s.fail(s.pos, "nested deeper than 10000 levels")
-	}
-	s.pos++
-	s.skipWS()
-	if s.pos < len(data) && data[s.pos] == '}' {
-		s.pos++
-		s.depth--
-		return true
-	}
 	for {
 		if s.pos >= len(data) || data[s.pos] != '"' {
 			return s.fail(s.pos, "want a string key in object")
@@ -348,20 +359,8 @@ func (s *scanner) object() bool {
 		if !s.value() {
 			return false
 		}
-		s.skipWS()
-		if s.pos >= len(data) {
-			return s.fail(s.pos, "unexpected end of input in object, want ',' or '}'")
-		}
-		switch data[s.pos] {
-		case ',':
-			s.pos++
-			s.skipWS()
-		case '}':
-			s.pos++
-			s.depth--
-			return true
-		default:
-			return s.fail(s.pos, "want ',' or '}' after object member")
+		if more, ok := s.next('}', "unexpected end of input in object, want ',' or '}'", "want ',' or '}' after object member"); !more || !ok {
+			return ok
 		}
 	}
 }

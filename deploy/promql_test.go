@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flakestream/flakestream/internal/e2e"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -294,7 +295,7 @@ func TestDashboardPanels(t *testing.T) {
 func TestMetricNamesExported(t *testing.T) {
 	s := startStack(t)
 	exported := s.exported(t)
-	for _, n := range sortedKeys(exported) { // with -v: what they export
+	for _, n := range e2e.SortedKeys(exported) { // with -v: what they export
 		t.Logf("exported: %-55s by the %s", n, exported[n])
 	}
 	for _, want := range []string{"flakestream_ready", "flakestream_consumer_lag", "flakestream_audit_consumer_lag"} {

@@ -10,9 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,11 +24,7 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	e2e.RemoveBinary()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { e2e.Main(m) }
 
 // stack is a worker and an auditor (`flakestream run` and `flakestream
 // audit` as child processes) on a testenv Kafka and a real Redis, each
@@ -165,15 +159,6 @@ func sampleSum(fams map[string]*metricFamily, name string) float64 {
 		}
 	}
 	return sum
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 type metricFamily = dto.MetricFamily

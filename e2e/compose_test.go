@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -89,7 +88,7 @@ func TestComposeServicesRun(t *testing.T) {
 			}
 			merged[k] = v
 		}
-		for _, k := range sortedKeys(merged) {
+		for _, k := range e2e.SortedKeys(merged) {
 			vars = append(vars, k+"="+merged[k])
 		}
 		return args, vars
@@ -165,13 +164,4 @@ func startService(t *testing.T, e *e2e.Env, name string, vars, args []string) {
 		t.Fatalf("the %s service exited: %v\n%s", name, p.Err, p.Stderr.String())
 	case <-time.After(2 * time.Second):
 	}
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

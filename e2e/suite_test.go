@@ -36,11 +36,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	e2e.RemoveBinary()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { e2e.Main(m) }
 
 // newEnv returns a Kafka from testenv (restartable: a broker of the test's
 // own), a Redis and topics of partitions partitions.

@@ -140,18 +140,6 @@ func TestHABadRedis(t *testing.T) {
 			t.Errorf("%s: error %q, want one line with %q, no password", c.url, msg, c.want)
 		}
 	}
-	for _, c := range []struct{ url, want string }{
-		{"redis://:secret@127.0.0.1:6380/2", "redis://:xxxxx@127.0.0.1:6380/2"},
-		{"rediss+cluster://u:secret@h1:1,h2:2?dial_timeout=1s", "rediss+cluster://u:xxxxx@h1:1,h2:2?dial_timeout=1s"},
-		{"redis+sentinel://u:secret@s1:1,s2:2/m?db=1&sentinel_password=secret2", "redis+sentinel://u:xxxxx@s1:1,s2:2/m?db=1&sentinel_password=xxxxx"},
-	} {
-		if got := RedactURL(c.url); got != c.want {
-			t.Errorf("RedactURL(%q) = %q, want %q", c.url, got, c.want)
-		}
-		if _, _, err := NewRedisClient(c.url); err != nil {
-			t.Errorf("NewRedisClient(%q): %v", c.url, err)
-		}
-	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

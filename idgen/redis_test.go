@@ -204,14 +204,24 @@ func TestRedisKeysShareOneHashTag(t *testing.T) {
 	}
 }
 
+// Every form of Redis URL is accepted and shown with its passwords
+// redacted; RedisClient takes the one-node forms.
 func TestRedisURL(t *testing.T) {
 	for _, c := range []struct{ url, want string }{
 		{"redis://:secret@127.0.0.1:6380/2", "redis://:xxxxx@127.0.0.1:6380/2"},
 		{"rediss://user:pw@example.com:6380/0", "rediss://user:xxxxx@example.com:6380/0"},
 		{"redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"},
+		{"rediss+cluster://u:secret@h1:1,h2:2?dial_timeout=1s", "rediss+cluster://u:xxxxx@h1:1,h2:2?dial_timeout=1s"},
+		{"redis+sentinel://u:secret@s1:1,s2:2/m?db=1&sentinel_password=secret2", "redis+sentinel://u:xxxxx@s1:1,s2:2/m?db=1&sentinel_password=xxxxx"},
 	} {
 		if got := RedactURL(c.url); got != c.want {
 			t.Errorf("RedactURL(%q) = %q, want %q", c.url, got, c.want)
+		}
+		if _, _, err := NewRedisClient(c.url); err != nil {
+			t.Errorf("NewRedisClient(%q): %v", c.url, err)
+		}
+		if strings.Contains(c.url, "+") {
+			continue
 		}
 		if _, err := RedisClient(c.url); err != nil {
 			t.Errorf("RedisClient(%q): %v", c.url, err)

@@ -112,67 +112,84 @@ func NewRedisClient(rawURL string) (redis.UniversalClient, RedisInfo, error) {
 		}
 		return redis.NewClient(opts), info, nil
 	case RedisCluster:
-		userinfo, _, path, query := splitAuthority(rest)
-		if path != "" && path != "/" {
-			return fail(fmt.Errorf("a cluster has no database: drop %q", path))
-		}
-		q, err := url.ParseQuery(query)
-		if err != nil {
-			return fail(err)
-		}
-		for _, a := range info.Addrs[1:] {
-			q.Add("addr", a)
-		}
-		u := base + "://" + userinfo + info.Addrs[0] + "?" + q.Encode()
-		opts, err := redis.ParseClusterURL(u)
+		opts, err := clusterOptions(info, base, rest)
 		if err != nil {
 			return fail(err)
 		}
 		return redis.NewClusterClient(opts), info, nil
 	case RedisSentinel:
-		userinfo, _, _, query := splitAuthority(rest)
-		q, err := url.ParseQuery(query)
+		opts, err := failoverOptions(info, base, rest)
 		if err != nil {
 			return fail(err)
-		}
-		for _, k := range []string{"master_name", "username", "password", "addr"} {
-			if q.Has(k) {
-				return fail(fmt.Errorf("option %q is not taken here: the master name is the path, the data nodes' credentials the user:password@, the sentinels the host list", k))
-			}
-		}
-		sentUser, sentPass := q.Get("sentinel_username"), q.Get("sentinel_password")
-		q.Del("sentinel_username")
-		q.Del("sentinel_password")
-		q.Set("master_name", info.Master)
-		for _, a := range info.Addrs[1:] {
-			q.Add("addr", a)
-		}
-		opts, err := redis.ParseFailoverURL(base + "://" + info.Addrs[0] + "?" + q.Encode())
-		if err != nil {
-			return fail(err)
-		}
-		if userinfo != "" {
-			ui, err := url.Parse(base + "://" + userinfo + "x")
-			if err != nil || ui.User == nil {
-				return fail(errors.New("cannot read user:password@"))
-			}
-			opts.Username = ui.User.Username()
-			opts.Password, _ = ui.User.Password()
-		}
-		opts.SentinelUsername, opts.SentinelPassword = sentUser, sentPass
-		// A failover takes Sentinel a few seconds; keep asking the
-		// sentinels rather than failing the first command after it.
-		if opts.MaxRetries == 0 {
-			opts.MaxRetries = 3
-		}
-		if opts.MaxRetryBackoff == 0 {
-			opts.MaxRetryBackoff = 500 * time.Millisecond
 		}
 		c := redis.NewFailoverClient(opts)
 		c.AddHook(sentinelErrors{master: info.Master, sentinels: strings.Join(info.Addrs, ",")})
 		return c, info, nil
 	}
 	return fail(fmt.Errorf("unknown scheme %q", scheme))
+}
+
+// clusterOptions turns a redis+cluster URL (rest is what follows "://")
+// into go-redis's cluster URL form: the seeds as addr options.
+func clusterOptions(info RedisInfo, base, rest string) (*redis.ClusterOptions, error) {
+	userinfo, _, path, query := splitAuthority(rest)
+	if path != "" && path != "/" {
+		return nil, fmt.Errorf("a cluster has no database: drop %q", path)
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range info.Addrs[1:] {
+		q.Add("addr", a)
+	}
+	return redis.ParseClusterURL(base + "://" + userinfo + info.Addrs[0] + "?" + q.Encode())
+}
+
+// failoverOptions turns a redis+sentinel URL (rest is what follows "://")
+// into go-redis's failover options: the master name from the path, the
+// data nodes' credentials from user:password@, the sentinels' from the
+// sentinel_username and sentinel_password options.
+func failoverOptions(info RedisInfo, base, rest string) (*redis.FailoverOptions, error) {
+	userinfo, _, _, query := splitAuthority(rest)
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range []string{"master_name", "username", "password", "addr"} {
+		if q.Has(k) {
+			return nil, fmt.Errorf("option %q is not taken here: the master name is the path, the data nodes' credentials the user:password@, the sentinels the host list", k)
+		}
+	}
+	sentUser, sentPass := q.Get("sentinel_username"), q.Get("sentinel_password")
+	q.Del("sentinel_username")
+	q.Del("sentinel_password")
+	q.Set("master_name", info.Master)
+	for _, a := range info.Addrs[1:] {
+		q.Add("addr", a)
+	}
+	opts, err := redis.ParseFailoverURL(base + "://" + info.Addrs[0] + "?" + q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	if userinfo != "" {
+		ui, err := url.Parse(base + "://" + userinfo + "x")
+		if err != nil || ui.User == nil {
+			return nil, errors.New("cannot read user:password@")
+		}
+		opts.Username = ui.User.Username()
+		opts.Password, _ = ui.User.Password()
+	}
+	opts.SentinelUsername, opts.SentinelPassword = sentUser, sentPass
+	// A failover takes Sentinel a few seconds; keep asking the
+	// sentinels rather than failing the first command after it.
+	if opts.MaxRetries == 0 {
+		opts.MaxRetries = 3
+	}
+	if opts.MaxRetryBackoff == 0 {
+		opts.MaxRetryBackoff = 500 * time.Millisecond
+	}
+	return opts, nil
 }
 
 // sentinelErrors makes the errors of asking the sentinels for the master

@@ -3,13 +3,13 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"github.com/flakestream/flakestream/internal/pipetest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/internal/orders"
+	"github.com/flakestream/flakestream/internal/pipetest"
 	"github.com/flakestream/flakestream/internal/verify"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

@@ -1,11 +1,11 @@
 package pipeline
 
 import (
-	"github.com/flakestream/flakestream/internal/pipetest"
 	"testing"
 	"time"
 
 	"github.com/flakestream/flakestream/internal/orders"
+	"github.com/flakestream/flakestream/internal/pipetest"
 )
 
 // Every record is accounted for, byte for byte, with unique numbers, every

@@ -41,8 +41,7 @@ type recordPlan struct {
 // (each record gets the field; a null value is no_number_field).
 func newAvroPlan(w *writer, s *Settings) (*avroPlan, *codec.InputError) {
 	bad := func(class codec.Class, format string, a ...any) (*avroPlan, *codec.InputError) {
-		return nil, &codec.InputError{Class: class, Offset: 1,
-			Msg: fmt.Sprintf("schema id %d: ", w.id) + fmt.Sprintf(format, a...)}
+		return nil, planError(w, class, format, a...)
 	}
 	// A cache of its own: hamba's default cache is global and keyed by
 	// name, and two versions of one record must not see each other.
@@ -72,45 +71,11 @@ func newAvroPlan(w *writer, s *Settings) (*avroPlan, *codec.InputError) {
 		}
 		p.top, p.subject = rp, s.Strategy.subject(s.OutputTopic, top.FullName())
 	case *avro.UnionSchema:
-		if s.Strategy != TopicName {
-			return bad(codec.ClassNoNumberField, "top level is a union, which has no name for the %s subject strategy", s.Strategy)
+		text, ierr := p.planUnion(w, s, top)
+		if ierr != nil {
+			return nil, ierr
 		}
-		var raws []json.RawMessage
-		if err := json.Unmarshal([]byte(w.text.Schema), &raws); err != nil || len(raws) != len(top.Types()) {
-			return bad(codec.ClassUnknownSchema, "top-level union is not a JSON array of its branches")
-		}
-		records := 0
-		for i, t := range top.Types() {
-			if t.Type() == avro.Null {
-				p.branches = append(p.branches, nil)
-				continue
-			}
-			rec, ok := t.(*avro.RecordSchema) // a name (RefSchema) is defined elsewhere: not ours to change
-			if !ok {
-				return bad(codec.ClassNoNumberField, "top-level union branch %d is %s, want an inline record or null", i, t.Type())
-			}
-			rp, msg := newRecordPlan(rec, s)
-			if msg != "" {
-				return bad(codec.ClassNoNumberField, "union branch %s: %s", rec.FullName(), msg)
-			}
-			if rp.field < 0 {
-				text, err := addField(string(raws[i]), s.Field, rp.appendString)
-				if err != nil {
-					return bad(codec.ClassUnknownSchema, "add the number field to branch %d: %v", i, err)
-				}
-				raws[i] = json.RawMessage(text)
-			}
-			p.branches = append(p.branches, rp)
-			records++
-		}
-		if records == 0 {
-			return bad(codec.ClassNoNumberField, "top-level union has no record")
-		}
-		text, err := json.Marshal(raws)
-		if err != nil {
-			return bad(codec.ClassUnknownSchema, "write the output union: %v", err)
-		}
-		out.Schema, p.subject = string(text), s.Strategy.subject(s.OutputTopic, "")
+		out.Schema, p.subject = text, s.Strategy.subject(s.OutputTopic, "")
 	default:
 		return bad(codec.ClassNoNumberField, "top level is %s, not a record or a union of records: no field to number", sch.Type())
 	}
@@ -123,6 +88,57 @@ func newAvroPlan(w *writer, s *Settings) (*avroPlan, *codec.InputError) {
 	}
 	p.out = sr.Schema{Schema: out.Schema, Type: sr.TypeAvro, References: out.References}
 	return p, nil
+}
+
+// planError is a schema's error: what is wrong with writer schema w.
+func planError(w *writer, class codec.Class, format string, a ...any) *codec.InputError {
+	return &codec.InputError{Class: class, Offset: 1,
+		Msg: fmt.Sprintf("schema id %d: ", w.id) + fmt.Sprintf(format, a...)}
+}
+
+// planUnion plans a top-level union of records and null: each record
+// branch gets a recordPlan in p.branches (nil for null), and the output
+// union is returned as JSON with the number field added where missing.
+func (p *avroPlan) planUnion(w *writer, s *Settings, top *avro.UnionSchema) (string, *codec.InputError) {
+	if s.Strategy != TopicName {
+		return "", planError(w, codec.ClassNoNumberField, "top level is a union, which has no name for the %s subject strategy", s.Strategy)
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal([]byte(w.text.Schema), &raws); err != nil || len(raws) != len(top.Types()) {
+		return "", planError(w, codec.ClassUnknownSchema, "top-level union is not a JSON array of its branches")
+	}
+	records := 0
+	for i, t := range top.Types() {
+		if t.Type() == avro.Null {
+			p.branches = append(p.branches, nil)
+			continue
+		}
+		rec, ok := t.(*avro.RecordSchema) // a name (RefSchema) is defined elsewhere: not ours to change
+		if !ok {
+			return "", planError(w, codec.ClassNoNumberField, "top-level union branch %d is %s, want an inline record or null", i, t.Type())
+		}
+		rp, msg := newRecordPlan(rec, s)
+		if msg != "" {
+			return "", planError(w, codec.ClassNoNumberField, "union branch %s: %s", rec.FullName(), msg)
+		}
+		if rp.field < 0 {
+			text, err := addField(string(raws[i]), s.Field, rp.appendString)
+			if err != nil {
+				return "", planError(w, codec.ClassUnknownSchema, "add the number field to branch %d: %v", i, err)
+			}
+			raws[i] = json.RawMessage(text)
+		}
+		p.branches = append(p.branches, rp)
+		records++
+	}
+	if records == 0 {
+		return "", planError(w, codec.ClassNoNumberField, "top-level union has no record")
+	}
+	text, err := json.Marshal(raws)
+	if err != nil {
+		return "", planError(w, codec.ClassUnknownSchema, "write the output union: %v", err)
+	}
+	return string(text), nil
 }
 
 func deref(s avro.Schema) avro.Schema {

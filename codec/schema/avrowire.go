@@ -101,43 +101,51 @@ func skip(b []byte, i int, s avro.Schema, depth int) (int, error) {
 	case *avro.NullSchema:
 		return i, nil
 	case *avro.PrimitiveSchema:
-		switch s.Type() {
-		case avro.Null:
-			return i, nil
-		case avro.Boolean:
-			if i >= len(b) {
-				return i, errShort
-			}
-			if b[i] > 1 {
-				return i, errBool
-			}
-			return i + 1, nil
-		case avro.Int:
-			v, j, err := readLong(b, i)
-			if err == nil && (j-i > 5 || v != int64(int32(v))) {
-				err = errInt
-			}
-			return j, err
-		case avro.Long:
-			_, j, err := readLong(b, i)
-			return j, err
-		case avro.Float:
-			if len(b)-i < 4 {
-				return i, errShort
-			}
-			return i + 4, nil
-		case avro.Double:
-			if len(b)-i < 8 {
-				return i, errShort
-			}
-			return i + 8, nil
-		case avro.String, avro.Bytes:
-			n, j, err := readLen(b, i)
-			if err != nil {
-				return i, err
-			}
-			return j + n, nil
+		return skipPrimitive(b, i, s.Type())
+	}
+	return i, errUnsupport
+}
+
+// skipPrimitive returns the offset just past a value of primitive type t
+// at b[i:], checking what the type allows (a boolean is 0 or 1, an int
+// fits 32 bits).
+func skipPrimitive(b []byte, i int, t avro.Type) (int, error) {
+	switch t {
+	case avro.Null:
+		return i, nil
+	case avro.Boolean:
+		if i >= len(b) {
+			return i, errShort
 		}
+		if b[i] > 1 {
+			return i, errBool
+		}
+		return i + 1, nil
+	case avro.Int:
+		v, j, err := readLong(b, i)
+		if err == nil && (j-i > 5 || v != int64(int32(v))) {
+			err = errInt
+		}
+		return j, err
+	case avro.Long:
+		_, j, err := readLong(b, i)
+		return j, err
+	case avro.Float:
+		if len(b)-i < 4 {
+			return i, errShort
+		}
+		return i + 4, nil
+	case avro.Double:
+		if len(b)-i < 8 {
+			return i, errShort
+		}
+		return i + 8, nil
+	case avro.String, avro.Bytes:
+		n, j, err := readLen(b, i)
+		if err != nil {
+			return i, err
+		}
+		return j + n, nil
 	}
 	return i, errUnsupport
 }

@@ -3,12 +3,12 @@ package schema
 import (
 	"bytes"
 	"encoding/base64"
-	"google.golang.org/protobuf/reflect/protodesc"
 	"testing"
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/twmb/franz-go/pkg/sr"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
 )

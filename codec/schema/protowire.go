@@ -148,52 +148,11 @@ func walkProto(b []byte, t *protoTable, want protowire.Number, depth int) (proto
 			at += m
 			continue
 		}
-		var f protoField
-		f.found, f.typ = true, typ
-		switch typ {
-		case protowire.VarintType:
-			v, m := protowire.ConsumeVarint(b[at:])
-			if m < 0 {
-				return last, at, protowire.ParseError(m)
-			}
-			f.v, at = v, at+m
-		case protowire.Fixed32Type:
-			v, m := protowire.ConsumeFixed32(b[at:])
-			if m < 0 {
-				return last, at, protowire.ParseError(m)
-			}
-			f.v, at = uint64(v), at+m
-		case protowire.Fixed64Type:
-			v, m := protowire.ConsumeFixed64(b[at:])
-			if m < 0 {
-				return last, at, protowire.ParseError(m)
-			}
-			f.v, at = v, at+m
-		case protowire.StartGroupType:
-			m := protowire.ConsumeFieldValue(num, typ, b[at:])
-			if m < 0 {
-				return last, at, protowire.ParseError(m)
-			}
-			at += m
-		case protowire.BytesType:
-			v, m := protowire.ConsumeBytes(b[at:])
-			if m < 0 {
-				return last, at, protowire.ParseError(m)
-			}
-			f.b, at = v, at+m
-			switch {
-			case fi.packed:
-				if err := walkPacked(v, fi.kind); err != nil {
-					return last, start, err
-				}
-			case fi.msg != nil:
-				if _, off, err := walkProto(v, fi.msg, 0, depth+1); err != nil {
-					return last, at - len(v) + off, err
-				}
-			case fi.utf8 && !utf8.Valid(v):
-				return last, start, errProtoUTF8
-			}
+		f, next, err := readProtoValue(b, start, at, num, typ, fi, depth)
+		if err != nil {
+			return last, next, err
 		}
+		at = next
 		switch {
 		case num == want:
 			last = f
@@ -202,6 +161,50 @@ func walkProto(b []byte, t *protoTable, want protowire.Number, depth int) (proto
 		}
 	}
 	return last, 0, nil
+}
+
+// readProtoValue reads the value of known field fi whose tag began at
+// b[start:] and ended at b[at:]: a scalar's value, or a length-delimited
+// value checked as what the field holds (packed scalars, a nested message,
+// UTF-8 text). It returns the field and the offset past its value, or the
+// offset an error is reported at.
+func readProtoValue(b []byte, start, at int, num protowire.Number, typ protowire.Type, fi *fieldInfo, depth int) (protoField, int, error) {
+	f := protoField{found: true, typ: typ}
+	m := 0
+	switch typ {
+	case protowire.VarintType:
+		f.v, m = protowire.ConsumeVarint(b[at:])
+	case protowire.Fixed32Type:
+		var v uint32
+		v, m = protowire.ConsumeFixed32(b[at:])
+		f.v = uint64(v)
+	case protowire.Fixed64Type:
+		f.v, m = protowire.ConsumeFixed64(b[at:])
+	case protowire.StartGroupType:
+		m = protowire.ConsumeFieldValue(num, typ, b[at:])
+	case protowire.BytesType:
+		f.b, m = protowire.ConsumeBytes(b[at:])
+	}
+	if m < 0 {
+		return protoField{}, at, protowire.ParseError(m)
+	}
+	at += m
+	if typ != protowire.BytesType {
+		return f, at, nil
+	}
+	switch {
+	case fi.packed:
+		if err := walkPacked(f.b, fi.kind); err != nil {
+			return protoField{}, start, err
+		}
+	case fi.msg != nil:
+		if _, off, err := walkProto(f.b, fi.msg, 0, depth+1); err != nil {
+			return protoField{}, at - len(f.b) + off, err
+		}
+	case fi.utf8 && !utf8.Valid(f.b):
+		return protoField{}, start, errProtoUTF8
+	}
+	return f, at, nil
 }
 
 func isPackable(k protoreflect.Kind) bool {

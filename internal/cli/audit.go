@@ -8,7 +8,6 @@ import (
 
 	"github.com/flakestream/flakestream/pipeline/audit"
 
-	"github.com/flakestream/flakestream/pipeline"
 	"github.com/urfave/cli/v2"
 )
 
@@ -92,12 +91,8 @@ func (cfg *auditConfig) run(c *cli.Context) error {
 	if err != nil {
 		return asUsage(err)
 	}
-	if addr := cfg.ops.httpAddr; addr != "" {
-		bound, err := pipeline.Serve(c.Context, addr, reg, a.Ready, a.Handlers(), log)
-		if err != nil {
-			return fmt.Errorf("--%s %s: %w", flagHTTPAddr, addr, err)
-		}
-		log.Info("serving the live page at / and /metrics, /healthz, /readyz", "addr", bound.String())
+	if err := cfg.ops.serve(c.Context, reg, a.Ready, a.Handlers(), log, "the live page at / and /metrics, /healthz, /readyz"); err != nil {
+		return err
 	}
 	return a.Run(c.Context)
 }

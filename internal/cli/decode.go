@@ -13,10 +13,7 @@ import (
 )
 
 // decodeConfig is what `flakestream decode` reads from its flags.
-type decodeConfig struct {
-	json   bool
-	layout layoutConfig
-}
+type decodeConfig struct{ layoutOutput }
 
 func decodeCommand() *cli.Command {
 	cfg := &decodeConfig{}
@@ -24,7 +21,7 @@ func decodeCommand() *cli.Command {
 		Name:      "decode",
 		Usage:     "decode numbers into time, server, worker and sequence (reads standard input when no ID is given)",
 		ArgsUsage: "[ID...]",
-		Flags:     concat([]cli.Flag{jsonFlag(&cfg.json, "print one JSON object per line")}, cfg.layout.flags()),
+		Flags:     cfg.flags("print one JSON object per line"),
 		Action:    cfg.run,
 	})
 }

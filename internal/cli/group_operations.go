@@ -2,10 +2,13 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"time"
 
+	"github.com/flakestream/flakestream/pipeline"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
@@ -63,6 +66,21 @@ func (o *opsConfig) logger(w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, usageErr("--%s %q: want text or json", flagLogFormat, o.logFormat)
+}
+
+// serve serves /metrics from reg, /healthz, /readyz (from ready) and the
+// extra handlers on --http-addr until ctx ends, when the flag is set; paths
+// names what is served in the log line.
+func (o *opsConfig) serve(ctx context.Context, reg *prometheus.Registry, ready func() error, extra map[string]http.Handler, log *slog.Logger, paths string) error {
+	if o.httpAddr == "" {
+		return nil
+	}
+	bound, err := pipeline.Serve(ctx, o.httpAddr, reg, ready, extra, log)
+	if err != nil {
+		return fmt.Errorf("--%s %s: %w", flagHTTPAddr, o.httpAddr, err)
+	}
+	log.Info("serving "+paths, "addr", bound.String())
+	return nil
 }
 
 func jsonFlag(dst *bool, usage string) cli.Flag { return boolFlag(flagJSON, dst, usage) }

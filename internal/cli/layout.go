@@ -10,18 +10,26 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// layoutCmdConfig is what `flakestream layout` reads from its flags.
-type layoutCmdConfig struct {
+// layoutOutput is what the commands that need only a layout and print
+// text or JSON (decode, layout) read from their flags.
+type layoutOutput struct {
 	json   bool
 	layout layoutConfig
 }
+
+func (o *layoutOutput) flags(jsonUsage string) []cli.Flag {
+	return concat([]cli.Flag{jsonFlag(&o.json, jsonUsage)}, o.layout.flags())
+}
+
+// layoutCmdConfig is what `flakestream layout` reads from its flags.
+type layoutCmdConfig struct{ layoutOutput }
 
 func layoutCommand() *cli.Command {
 	cfg := &layoutCmdConfig{}
 	return configured(&cli.Command{
 		Name:   "layout",
 		Usage:  "print the layout's widths, limits, capacity and dates",
-		Flags:  concat([]cli.Flag{jsonFlag(&cfg.json, "print one JSON object")}, cfg.layout.flags()),
+		Flags:  cfg.flags("print one JSON object"),
 		Action: cfg.run,
 	})
 }

@@ -134,19 +134,28 @@ func screenLines(out string) []string {
 	return lines
 }
 
+// replayOnTerminal runs `flakestream replay` of e's input into its output
+// in-process, with standard error on a pseudo-terminal, and returns the
+// exit code and what the terminal showed.
+func replayOnTerminal(t *testing.T, e *e2e.Env, dlq string, extra ...string) (int, string) {
+	t.Helper()
+	term := newTerminal(t)
+	app := App()
+	app.Writer, app.ErrWriter = io.Discard, term.tty
+	args := append([]string{"flakestream", "replay", "--brokers", strings.Join(e.Kafka.Addrs, ","),
+		"--redis", e.Redis.URL, "--redis-prefix", e.Input, "--input-topic", e.Input, "--output-topic", e.Output,
+		"--dlq-topic", dlq, "--server-id", "1", "--worker-id", "1"}, extra...)
+	code := Run(context.Background(), app, args)
+	return code, term.output(t)
+}
+
 // A replay that fails at start (here its DLQ topic does not exist) leaves
 // its bar where it got, never drawn complete, and the error is the last
 // line on the terminal.
 func TestReplayFailureOnTerminal(t *testing.T) {
 	e := e2e.NewEnv(t, testenv.Kafka(t), testenv.RedisServer(t), 2)
 	e.Produce(t, 2000, orders.Mix{})
-	term := newTerminal(t)
-	app := App()
-	app.Writer, app.ErrWriter = io.Discard, term.tty
-	code := Run(context.Background(), app, []string{"flakestream", "replay", "--brokers", strings.Join(e.Kafka.Addrs, ","),
-		"--redis", e.Redis.URL, "--redis-prefix", e.Input, "--input-topic", e.Input, "--output-topic", e.Output,
-		"--dlq-topic", e.Input + ".missing", "--server-id", "1", "--worker-id", "1"})
-	out := term.output(t)
+	code, out := replayOnTerminal(t, e, e.Input+".missing")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1:\n%s", code, out)
 	}
@@ -169,13 +178,7 @@ func TestReplayFailureOnTerminal(t *testing.T) {
 func TestReplayOnTerminal(t *testing.T) {
 	e := e2e.NewEnv(t, testenv.Kafka(t), testenv.RedisServer(t), 2)
 	e.Produce(t, 5000, orders.Mix{})
-	term := newTerminal(t)
-	app := App()
-	app.Writer, app.ErrWriter = io.Discard, term.tty
-	code := Run(context.Background(), app, []string{"flakestream", "replay", "--brokers", strings.Join(e.Kafka.Addrs, ","),
-		"--redis", e.Redis.URL, "--redis-prefix", e.Input, "--input-topic", e.Input, "--output-topic", e.Output,
-		"--dlq-topic", e.DLQ, "--server-id", "1", "--worker-id", "1", "--max-poll-records", "250", "--log-level", "debug"})
-	out := term.output(t)
+	code, out := replayOnTerminal(t, e, e.DLQ, "--max-poll-records", "250", "--log-level", "debug")
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/flakestream/flakestream/idgen"
@@ -91,12 +90,8 @@ func (cfg *runConfig) run(c *cli.Context) error {
 	if err != nil {
 		return asUsage(err)
 	}
-	if addr := cfg.ops.httpAddr; addr != "" {
-		bound, err := pipeline.Serve(c.Context, addr, reg, w.Ready, nil, log)
-		if err != nil {
-			return fmt.Errorf("--%s %s: %w", flagHTTPAddr, addr, err)
-		}
-		log.Info("serving /metrics, /healthz, /readyz", "addr", bound.String())
+	if err := cfg.ops.serve(c.Context, reg, w.Ready, nil, log, "/metrics, /healthz, /readyz"); err != nil {
+		return err
 	}
 	log.Info("numbering", "layout", l.String(), "server_id", cfg.identity.server, "worker_id", cfg.identity.worker,
 		"capacity_per_second", l.PerSecond(), "layout_end", l.End().Format(time.RFC3339))

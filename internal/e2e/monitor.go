@@ -168,13 +168,21 @@ type gap struct{ from, to time.Time }
 func (m *Monitor) Timeline() (Stall, []FaultTiming) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var st Stall
 	if len(m.samples) == 0 {
-		return st, nil
+		return Stall{}, nil
 	}
-	origin := m.samples[0].at
-	var gaps []gap
-	var open gap        // a gap that never closed
+	gaps, st, open := m.stalls()
+	var out []FaultTiming
+	for i := range m.faults {
+		out = append(out, m.faultTiming(i, gaps, open))
+	}
+	return st, out
+}
+
+// stalls returns the gaps in which records waited and output did not move,
+// the longest of them, and the one still open at the end (the run never
+// recovered; zero if none). The caller holds m.mu.
+func (m *Monitor) stalls() (gaps []gap, st Stall, open gap) {
 	var since time.Time // when the current wait for progress began; zero if nothing waits
 	var prev time.Time  // the previous good sample
 	var last int64 = -1
@@ -217,71 +225,79 @@ func (m *Monitor) Timeline() (Stall, []FaultTiming) {
 		}
 		open = gaps[len(gaps)-1]
 	}
-	var out []FaultTiming
-	for i, f := range m.faults {
-		end := f.Restored
-		if end.IsZero() {
-			end = f.At
-		}
-		next := m.samples[len(m.samples)-1].at
-		if i+1 < len(m.faults) {
-			next = m.faults[i+1].At
-		}
-		ft := FaultTiming{Name: f.Name, AtS: f.At.Sub(origin).Seconds(), DurationS: end.Sub(f.At).Seconds(), RecoverS: -1}
-		for _, s := range m.samples {
-			if s.ok && !s.at.After(f.At) {
-				ft.CommittedAt = s.committed
-			}
-		}
-		// The gap the fault caused began at most two samples before it (the
-		// last progress seen before it) and at most 5s after it ended (a
-		// rebalance waits for the next heartbeat; prefetched numbers carry
-		// a worker a moment past a Redis outage), before the next fault.
-		limit := end.Add(5 * time.Second)
-		if next.Before(limit) {
-			limit = next
-		}
-		var worst gap
-		for _, g := range gaps {
-			if g.from.Before(f.At.Add(-2*SampleEvery)) && !g.to.After(f.At) || !g.from.Before(limit) {
-				continue
-			}
-			if g.to.Sub(g.from) > worst.to.Sub(worst.from) {
-				worst = g
-			}
-		}
-		// Gaps of a few samples are a batch's ordinary pace, not a fault.
-		if d := worst.to.Sub(worst.from); d > 0 {
-			ft.StallS = d.Seconds()
-			if worst == open {
-				out = append(out, ft) // never recovered
-				continue
-			}
-			if d > MinStall && worst.to.After(end) {
-				ft.RecoverS = worst.to.Sub(end).Seconds()
-			}
-		}
-		if ft.RecoverS < 0 {
-			// The gap ended before the fault did (or none): the first
-			// progress after its end.
-			base := int64(-1)
-			for _, s := range m.samples {
-				if !s.ok {
-					continue
-				}
-				if !s.at.After(end) || base < 0 {
-					base = s.committed
-					continue
-				}
-				if s.committed > base {
-					ft.RecoverS = s.at.Sub(end).Seconds()
-					break
-				}
-			}
-		}
-		out = append(out, ft)
+	return gaps, st, open
+}
+
+// faultTiming is what fault i cost: the worst of gaps it caused, and how
+// long after its end output moved again. The caller holds m.mu.
+func (m *Monitor) faultTiming(i int, gaps []gap, open gap) FaultTiming {
+	f := m.faults[i]
+	end := f.Restored
+	if end.IsZero() {
+		end = f.At
 	}
-	return st, out
+	next := m.samples[len(m.samples)-1].at
+	if i+1 < len(m.faults) {
+		next = m.faults[i+1].At
+	}
+	ft := FaultTiming{Name: f.Name, AtS: f.At.Sub(m.samples[0].at).Seconds(), DurationS: end.Sub(f.At).Seconds(), RecoverS: -1}
+	for _, s := range m.samples {
+		if s.ok && !s.at.After(f.At) {
+			ft.CommittedAt = s.committed
+		}
+	}
+	// The gap the fault caused began at most two samples before it (the
+	// last progress seen before it) and at most 5s after it ended (a
+	// rebalance waits for the next heartbeat; prefetched numbers carry
+	// a worker a moment past a Redis outage), before the next fault.
+	limit := end.Add(5 * time.Second)
+	if next.Before(limit) {
+		limit = next
+	}
+	var worst gap
+	for _, g := range gaps {
+		if g.from.Before(f.At.Add(-2*SampleEvery)) && !g.to.After(f.At) || !g.from.Before(limit) {
+			continue
+		}
+		if g.to.Sub(g.from) > worst.to.Sub(worst.from) {
+			worst = g
+		}
+	}
+	// Gaps of a few samples are a batch's ordinary pace, not a fault.
+	if d := worst.to.Sub(worst.from); d > 0 {
+		ft.StallS = d.Seconds()
+		if worst == open {
+			return ft // never recovered
+		}
+		if d > MinStall && worst.to.After(end) {
+			ft.RecoverS = worst.to.Sub(end).Seconds()
+		}
+	}
+	if ft.RecoverS < 0 {
+		// The gap ended before the fault did (or none): the first
+		// progress after its end.
+		ft.RecoverS = m.recoveredAfter(end)
+	}
+	return ft
+}
+
+// recoveredAfter is how many seconds after end the committed count first
+// moved past what it was at end; -1 if it never did. The caller holds m.mu.
+func (m *Monitor) recoveredAfter(end time.Time) float64 {
+	base := int64(-1)
+	for _, s := range m.samples {
+		if !s.ok {
+			continue
+		}
+		if !s.at.After(end) || base < 0 {
+			base = s.committed
+			continue
+		}
+		if s.committed > base {
+			return s.at.Sub(end).Seconds()
+		}
+	}
+	return -1
 }
 
 // WriteCSV writes the samples as CSV (seconds into the run, committed, in,

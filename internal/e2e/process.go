@@ -60,6 +60,14 @@ func Binary(t testing.TB) string {
 	return build.path
 }
 
+// Main is the TestMain of a package whose tests run the binary: it runs
+// the tests, removes what Binary built and exits with their status.
+func Main(m *testing.M) {
+	code := m.Run()
+	RemoveBinary()
+	os.Exit(code)
+}
+
 // RemoveBinary removes what Binary built, if anything.
 func RemoveBinary() {
 	if build.dir != "" {
@@ -175,6 +183,21 @@ func (p *Process) Stop(timeout time.Duration) error {
 	case <-time.After(timeout):
 		p.Kill()
 		return fmt.Errorf("%s did not exit within %s of SIGTERM; killed", p.Name, timeout)
+	}
+}
+
+// WaitSuccess waits up to timeout for the process to exit by itself and
+// fails the test, with the tail of its stderr, when it does not or when it
+// exits with an error.
+func (p *Process) WaitSuccess(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	select {
+	case <-p.Done:
+	case <-time.After(timeout):
+		t.Fatalf("%s did not finish within %s:\n%s", p.Name, timeout, Tail(p.Stderr.String(), 2000))
+	}
+	if p.Err != nil {
+		t.Fatalf("%s: %v\n%s", p.Name, p.Err, Tail(p.Stderr.String(), 2000))
 	}
 }
 

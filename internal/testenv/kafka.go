@@ -272,12 +272,7 @@ func (c *KafkaCluster) Stop(t testing.TB) {
 			c.fake = nil
 		}
 	case KafkaKindLocal:
-		if c.proc != nil {
-			if err := c.proc.stop(syscall.SIGTERM); err != nil {
-				t.Fatalf("testenv: stop kafka: %v\n%s", err, kafkaTail(c.logPath))
-			}
-			c.proc = nil
-		}
+		c.stopProc(t, syscall.SIGTERM, "stop")
 	}
 }
 
@@ -293,12 +288,21 @@ func (c *KafkaCluster) Kill(t testing.TB) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.checkRestartable(t)
-	if c.proc != nil {
-		if err := c.proc.stop(syscall.SIGUSR1); err != nil {
-			t.Fatalf("testenv: kill kafka: %v\n%s", err, kafkaTail(c.logPath))
-		}
-		c.proc = nil
+	c.stopProc(t, syscall.SIGUSR1, "kill")
+}
+
+// stopProc stops the real broker's process, if it runs, with sig (see
+// kafkaProc.stop); verb names the step in the failure. The caller holds
+// c.mu.
+func (c *KafkaCluster) stopProc(t testing.TB, sig syscall.Signal, verb string) {
+	t.Helper()
+	if c.proc == nil {
+		return
 	}
+	if err := c.proc.stop(sig); err != nil {
+		t.Fatalf("testenv: %s kafka: %v\n%s", verb, err, kafkaTail(c.logPath))
+	}
+	c.proc = nil
 }
 
 // Start starts a stopped cluster again on the same address and data.

@@ -182,36 +182,45 @@ func NewRedisCluster(t testing.TB) *RedisCluster {
 // every live replica master_link_status:up.
 func (c *RedisCluster) WaitHealthy(t testing.TB, d time.Duration) {
 	t.Helper()
+	waitHealthy(t, d, "redis cluster", c.health)
+}
+
+// health says what is not healthy yet in the cluster; "" when all is.
+func (c *RedisCluster) health() string {
+	for _, n := range c.Nodes {
+		if !n.Alive() {
+			continue
+		}
+		cl := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ci, err1 := cl.ClusterInfo(ctx).Result()
+		ri, err2 := cl.Info(ctx, "replication").Result()
+		cancel()
+		cl.Close()
+		switch {
+		case err1 != nil || err2 != nil:
+			return fmt.Sprintf("%s: %v %v", n.Addr, err1, err2)
+		case !strings.Contains(ci, "cluster_state:ok"):
+			return n.Addr + ": cluster_state not ok"
+		case strings.Contains(ri, "role:slave") && !strings.Contains(ri, "master_link_status:up"):
+			return n.Addr + ": replica link not up"
+		}
+	}
+	return ""
+}
+
+// waitHealthy polls health every 100ms until it returns "" and fails the
+// test with its last answer when d passes first.
+func waitHealthy(t testing.TB, d time.Duration, what string, health func() string) {
+	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		why := ""
-		for _, n := range c.Nodes {
-			if !n.Alive() {
-				continue
-			}
-			cl := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1})
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			ci, err1 := cl.ClusterInfo(ctx).Result()
-			ri, err2 := cl.Info(ctx, "replication").Result()
-			cancel()
-			cl.Close()
-			switch {
-			case err1 != nil || err2 != nil:
-				why = fmt.Sprintf("%s: %v %v", n.Addr, err1, err2)
-			case !strings.Contains(ci, "cluster_state:ok"):
-				why = n.Addr + ": cluster_state not ok"
-			case strings.Contains(ri, "role:slave") && !strings.Contains(ri, "master_link_status:up"):
-				why = n.Addr + ": replica link not up"
-			}
-			if why != "" {
-				break
-			}
-		}
+		why := health()
 		if why == "" {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("testenv: redis cluster not healthy within %s: %s", d, why)
+			t.Fatalf("testenv: %s not healthy within %s: %s", what, d, why)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -312,17 +321,7 @@ func NewRedisSentinels(t testing.TB) *RedisSentinels {
 // other live sentinels.
 func (s *RedisSentinels) WaitHealthy(t testing.TB, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		why := s.health()
-		if why == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("testenv: sentinel setup not healthy within %s: %s", d, why)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitHealthy(t, d, "sentinel setup", s.health)
 }
 
 func (s *RedisSentinels) health() string {

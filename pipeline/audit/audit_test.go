@@ -1,17 +1,17 @@
 package audit
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"github.com/flakestream/flakestream/internal/pipetest"
-	"github.com/flakestream/flakestream/pipeline"
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/flakestream/flakestream/internal/e2e"
+	"github.com/flakestream/flakestream/internal/pipetest"
+	"github.com/flakestream/flakestream/pipeline"
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
@@ -195,7 +195,7 @@ func TestAuditEndToEnd(t *testing.T) {
 
 	rep := e.WaitOutput(t, 60*time.Second)
 	pipetest.RequireExactlyOnce(t, rep)
-	var stdout lockedBuffer
+	var stdout e2e.SyncBuffer
 	reg := prometheus.NewRegistry()
 	run := startAuditor(t, e.Kafka.Addrs, InputTopics(e.Out, third), Topic(auditTopic), Group(third+"-audit"),
 		InstanceID("a"), AllowedServers(1), Stdout(&stdout), Registerer(reg),
@@ -305,25 +305,6 @@ func counterValue(c prometheus.Counter) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
-}
-
-// lockedBuffer is a bytes.Buffer safe for the auditor's goroutine and the
-// test's.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func TestAuditRefusesMissingTopic(t *testing.T) {

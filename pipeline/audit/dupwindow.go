@@ -229,15 +229,18 @@ func (s *idSet[K]) has(k K) bool {
 	if len(s.slots) == 0 {
 		return false
 	}
+	return s.slots[s.probe(k)] == k
+}
+
+// probe returns the slot holding k or, when k is absent, the empty slot
+// where it goes (linear probing; the table is never full).
+func (s *idSet[K]) probe(k K) int {
 	mask := len(s.slots) - 1
-	for i := s.slot(k); ; i = (i + 1) & mask {
-		switch s.slots[i] {
-		case k:
-			return true
-		case 0:
-			return false
-		}
+	i := s.slot(k)
+	for s.slots[i] != k && s.slots[i] != 0 {
+		i = (i + 1) & mask
 	}
+	return i
 }
 
 // add inserts k and reports whether it was absent.
@@ -253,17 +256,13 @@ func (s *idSet[K]) add(k K) bool {
 	if (s.n+1)*4 > len(s.slots)*3 {
 		s.grow()
 	}
-	mask := len(s.slots) - 1
-	for i := s.slot(k); ; i = (i + 1) & mask {
-		switch s.slots[i] {
-		case k:
-			return false
-		case 0:
-			s.slots[i] = k
-			s.n++
-			return true
-		}
+	i := s.probe(k)
+	if s.slots[i] == k {
+		return false
 	}
+	s.slots[i] = k
+	s.n++
+	return true
 }
 
 func (s *idSet[K]) grow() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/internal/e2e"
 	"github.com/flakestream/flakestream/internal/testenv"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -195,7 +196,7 @@ func TestAuditStdoutOnly(t *testing.T) {
 	topic := k.NewTopic(t, 2)
 	recs := cleanStream(t, topic, 2, 500, time.Now().Add(-time.Second))
 	produceTo(t, k, recs...)
-	var out lockedBuffer
+	var out e2e.SyncBuffer
 	opts := []Opt{InputTopics(topic), Group(topic + "-audit"), Stdout(&out)}
 	run := startAuditor(t, k.Addrs, opts...)
 	waitAudited(t, 500, run)

@@ -3,8 +3,6 @@ package audit
 import (
 	"context"
 	"fmt"
-	"github.com/flakestream/flakestream/internal/pipetest"
-	"github.com/flakestream/flakestream/pipeline"
 	"io"
 	"net/http"
 	"os"
@@ -19,7 +17,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/internal/pipetest"
 	"github.com/flakestream/flakestream/internal/testenv"
+	"github.com/flakestream/flakestream/pipeline"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

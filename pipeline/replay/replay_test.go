@@ -3,14 +3,14 @@ package replay
 import (
 	"context"
 	"errors"
-	"github.com/flakestream/flakestream/internal/pipetest"
-	"github.com/flakestream/flakestream/pipeline"
 	"testing"
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/internal/orders"
+	"github.com/flakestream/flakestream/internal/pipetest"
 	"github.com/flakestream/flakestream/internal/verify"
+	"github.com/flakestream/flakestream/pipeline"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 

@@ -30,43 +30,61 @@ func main() {
 		fmt.Fprintf(os.Stderr, "faultstable: -kafka %q: want real, kfake or all\n", *kafka)
 		os.Exit(2)
 	}
-	var results []e2e.Result
-	read := func(name string, r io.Reader) {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for n := 1; sc.Scan(); n++ {
-			var res e2e.Result
-			if err := json.Unmarshal(sc.Bytes(), &res); err != nil {
-				fmt.Fprintf(os.Stderr, "faultstable: %s:%d: %v\n", name, n, err)
-				os.Exit(1)
-			}
-			real := res.Kafka != "kfake"
-			if *kafka == "all" || (*kafka == "real") == real {
-				results = append(results, res)
-			}
-		}
-		if err := sc.Err(); err != nil {
-			fmt.Fprintf(os.Stderr, "faultstable: %s: %v\n", name, err)
-			os.Exit(1)
-		}
-	}
-	if flag.NArg() == 0 {
-		read("stdin", os.Stdin)
-	}
-	for _, name := range flag.Args() {
-		f, err := os.Open(name)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "faultstable: %v\n", err)
-			os.Exit(1)
-		}
-		read(name, f)
-		f.Close()
+	results, err := readResults(flag.Args(), *kafka)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "faultstable: %v\n", err)
+		os.Exit(1)
 	}
 	if len(results) == 0 {
 		fmt.Fprintln(os.Stderr, "faultstable: no results")
 		os.Exit(1)
 	}
-	// The latest run of each fault (and broker kind, with -kafka all).
+	printTable(results, *kafka, *commands)
+}
+
+// readResults reads the JSON lines of the named files (stdin when none)
+// and keeps the runs on the kind of broker kafka names.
+func readResults(names []string, kafka string) ([]e2e.Result, error) {
+	var results []e2e.Result
+	read := func(name string, r io.Reader) error {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for n := 1; sc.Scan(); n++ {
+			var res e2e.Result
+			if err := json.Unmarshal(sc.Bytes(), &res); err != nil {
+				return fmt.Errorf("%s:%d: %v", name, n, err)
+			}
+			real := res.Kafka != "kfake"
+			if kafka == "all" || (kafka == "real") == real {
+				results = append(results, res)
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return fmt.Errorf("%s: %v", name, err)
+		}
+		return nil
+	}
+	if len(names) == 0 {
+		return results, read("stdin", os.Stdin)
+	}
+	for _, name := range names {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		err = read(name, f)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+// printTable prints the latest run of each fault (and broker kind, with
+// -kafka all) as a Markdown table, and with commands the command that
+// reproduces each row.
+func printTable(results []e2e.Result, kafka string, commands bool) {
 	var order []string
 	latest := map[string]e2e.Result{}
 	for _, r := range results {
@@ -81,7 +99,7 @@ func main() {
 	for i, k := range order {
 		r := latest[k]
 		name := r.Fault
-		if *kafka == "all" {
+		if kafka == "all" {
 			name += " (" + r.Kafka + ")"
 		}
 		if !r.OK {
@@ -90,7 +108,7 @@ func main() {
 		fmt.Printf("| %s [%d] | %s | %d | %d | %d | %s | %s |\n", name, i+1, thousands(r.Records), r.Lost, r.Duplicated, r.Reissued,
 			seconds(r.LongestStallS), recovery(r))
 	}
-	if *commands {
+	if commands {
 		fmt.Println()
 		for i, k := range order {
 			r := latest[k]
