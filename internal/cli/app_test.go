@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -160,6 +159,7 @@ func TestUserErrorsAreOneLine(t *testing.T) {
 // background is flakestream running in-process on its own goroutine, as a
 // process test would run the binary.
 type background struct {
+	stdout *e2e.SyncBuffer
 	stderr *e2e.SyncBuffer
 	cancel context.CancelFunc
 	done   chan int // the exit code, once
@@ -170,9 +170,9 @@ type background struct {
 func startApp(t *testing.T, args ...string) *background {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &background{stderr: &e2e.SyncBuffer{}, cancel: cancel, done: make(chan int, 1)}
+	b := &background{stdout: &e2e.SyncBuffer{}, stderr: &e2e.SyncBuffer{}, cancel: cancel, done: make(chan int, 1)}
 	app := App()
-	app.Reader, app.Writer, app.ErrWriter = strings.NewReader(""), io.Discard, b.stderr
+	app.Reader, app.Writer, app.ErrWriter = strings.NewReader(""), b.stdout, b.stderr
 	go func() { b.done <- Run(ctx, app, append([]string{"flakestream"}, args...)) }()
 	t.Cleanup(func() {
 		if _, err := b.stop(30 * time.Second); err != nil {

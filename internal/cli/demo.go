@@ -37,6 +37,7 @@ type demoConfig struct {
 	orders, partitions int
 	json, verbose      bool
 	timeout            time.Duration
+	serve              serveConfig // demo_serve.go
 }
 
 func demoCommand() *cli.Command {
@@ -44,18 +45,24 @@ func demoCommand() *cli.Command {
 	return configured(&cli.Command{
 		Name:  "demo",
 		Usage: "run the whole job in one process on embedded Kafka (kfake) and Redis (miniredis), then check it",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			intFlag(flagOrders, &cfg.orders, defaultDemoOrders, "how many order events to number (a few malformed, a few already numbered)"),
 			partitionsFlag(&cfg.partitions, "partitions of the demo topics"),
 			jsonFlag(&cfg.json, "print the summary as one JSON object"),
 			verboseFlag(&cfg.verbose, "log what the worker does"),
-			durationFlag(flagTimeout, &cfg.timeout, defaultDemoTimeout, "give up after this long"),
-		},
+			durationFlag(flagTimeout, &cfg.timeout, defaultDemoTimeout, "give up after this long (with --serve: on the shutdown, after Ctrl-C)"),
+		}, cfg.serve.flags()...),
 		Action: cfg.run,
 	})
 }
 
 func (cfg *demoConfig) run(c *cli.Context) error {
+	if cfg.serve.on {
+		return cfg.runServe(c)
+	}
+	if err := cfg.serve.unused(c); err != nil {
+		return err
+	}
 	n, parts := cfg.orders, int32(cfg.partitions)
 	if n < 1 || parts < 1 {
 		return usageErr("--%s and --%s must be at least 1", flagOrders, flagPartitions)
@@ -242,11 +249,14 @@ func produceDemoOrders(ctx context.Context, brokers []string, input string, part
 	return inputs, nil
 }
 
+// demoWorkerGroup is the group of the demo's worker.
+const demoWorkerGroup = "flakestream-demo"
+
 // demoWorkerOptions are the options of the demo's worker: the one place
 // the demo builds them.
 func demoWorkerOptions(brokers []string, input, output, dlq string, gen *idgen.Generator, cd *codec.Codec, log *slog.Logger) []pipeline.Opt {
 	return []pipeline.Opt{pipeline.Brokers(brokers...), pipeline.InputTopics(input), pipeline.OutputTopic(output),
-		pipeline.DLQTopic(dlq), pipeline.Group("flakestream-demo"), pipeline.InstanceID("demo"),
+		pipeline.DLQTopic(dlq), pipeline.Group(demoWorkerGroup), pipeline.InstanceID("demo"),
 		pipeline.Numbers(gen), pipeline.Codec(cd), pipeline.Logger(log)}
 }
 

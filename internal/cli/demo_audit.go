@@ -28,16 +28,19 @@ type demoAudit struct {
 	samples   []string
 }
 
+// demoAuditGroup is the group of the demo's audit.
+const demoAuditGroup = "flakestream-demo-audit"
+
 // startDemoAudit starts auditing numbered with the defaults of the audit
 // command (a 10-minute dup window, 5 s of skew, 5 minutes of lag). The
 // demo's numbers come from server 1 (this run) and 2 (an earlier run), so
-// those are the allowed servers.
-func startDemoAudit(ctx context.Context, brokers []string, numbered string, l idgen.Layout, log *slog.Logger) (*demoAudit, error) {
+// those are the allowed servers. extra adds options (a registerer).
+func startDemoAudit(ctx context.Context, brokers []string, numbered string, l idgen.Layout, log *slog.Logger, extra ...audit.Opt) (*demoAudit, error) {
 	d := &demoAudit{topic: numbered + ".audit", done: make(chan error, 1)}
-	a, err := audit.New(audit.Brokers(brokers...), audit.InputTopics(numbered),
-		audit.Topic(d.topic), audit.CreateTopic(), audit.Group("flakestream-demo-audit"),
+	a, err := audit.New(append([]audit.Opt{audit.Brokers(brokers...), audit.InputTopics(numbered),
+		audit.Topic(d.topic), audit.CreateTopic(), audit.Group(demoAuditGroup),
 		audit.InstanceID("demo"), audit.Layout(l), audit.AllowedServers(1, 2),
-		audit.Logger(log))
+		audit.Logger(log)}, extra...)...)
 	if err != nil {
 		return nil, err
 	}

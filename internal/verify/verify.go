@@ -34,18 +34,24 @@ type Report struct {
 	Mismatched      int // output bytes, key, headers or timestamp not as promised
 	OrderViolations int // an input partition's records out of order, or numbers not increasing
 	Unattributed    int // output records without a valid source header
-	Problems        []string
+	// Unchecked counts numbers a Stream could not check for uniqueness
+	// (older than its window); Check checks every number.
+	Unchecked int
+	Problems  []string
 }
 
 // OK reports whether the run was exactly once and as promised.
 func (r Report) OK() bool {
 	return r.Lost == 0 && r.Duplicated == 0 && r.Reissued == 0 && r.Mismatched == 0 &&
-		r.OrderViolations == 0 && r.Unattributed == 0 && r.In == r.Numbered+r.Passthrough+r.DLQ
+		r.OrderViolations == 0 && r.Unattributed == 0 && r.Unchecked == 0 && r.In == r.Numbered+r.Passthrough+r.DLQ
 }
 
 func (r Report) String() string {
 	s := fmt.Sprintf("in=%d numbered=%d passthrough=%d dlq=%d lost=%d duplicated=%d unique_numbers=%d reissued=%d mismatched=%d order_violations=%d unattributed=%d",
 		r.In, r.Numbered, r.Passthrough, r.DLQ, r.Lost, r.Duplicated, r.Unique, r.Reissued, r.Mismatched, r.OrderViolations, r.Unattributed)
+	if r.Unchecked > 0 {
+		s += fmt.Sprintf(" unchecked=%d", r.Unchecked)
+	}
 	if len(r.Problems) > 0 {
 		s += "\n  " + strings.Join(r.Problems, "\n  ")
 	}
