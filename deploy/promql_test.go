@@ -18,7 +18,7 @@ import (
 const (
 	rulesPath     = "prometheus/flakestream-rules.yml"
 	dashboardPath = "grafana/flakestream.json"
-	readmeOpsPath = "../docs/readme-ops.md"
+	readmeOpsPath = "../README.md"
 	runbookBase   = "https://github.com/flakestream/flakestream#"
 )
 
@@ -191,8 +191,8 @@ func TestQueriesParse(t *testing.T) {
 }
 
 // TestAlertsAreDocumented checks what every alert carries: a severity, a
-// summary, and a runbook link to a README section that docs/readme-ops.md
-// (merged into the README) has, with that section's GitHub anchor.
+// summary, and a runbook link to a section of the README, with that
+// section's GitHub anchor, and a row in the README's alert table.
 func TestAlertsAreDocumented(t *testing.T) {
 	doc, err := os.ReadFile(readmeOpsPath)
 	if err != nil {
