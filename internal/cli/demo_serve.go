@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -14,6 +15,7 @@ import (
 	"github.com/flakestream/flakestream/internal/verify"
 	"github.com/flakestream/flakestream/pipeline"
 	"github.com/flakestream/flakestream/pipeline/audit"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/urfave/cli/v2"
@@ -136,96 +138,199 @@ func (s *serveSummary) printHeld(w io.Writer) {
 	fmt.Fprintln(w)
 }
 
+// The topics of `demo --serve`; the audit's is the numbered one's plus
+// ".audit" (see startDemoAudit).
+const (
+	serveInputTopic  = "orders"
+	serveOutputTopic = "orders.numbered"
+	serveDLQTopic    = "orders.dlq"
+	serveAuditTopic  = serveOutputTopic + ".audit"
+)
+
 // serveDemo runs the stack until ctx ends or --stop-after passes, then
 // stops and checks it. Lines for the user go to out.
 func serveDemo(ctx context.Context, cfg *demoConfig, out io.Writer, log *slog.Logger) (*serveSummary, error) {
-	const input, output, dlqTopic = "orders", "orders.numbered", "orders.dlq"
-	auditTopic := output + ".audit"
-	parts := int32(cfg.partitions)
 	// The stack lives until the accounting is done: the signal that ends
 	// ctx starts the shutdown, it does not cut it short.
 	base := context.WithoutCancel(ctx)
+	st, err := newServeStack(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	defer st.close()
+	run, err := st.start(base, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	// Deferred after st.close, so it runs first: the parts stop before
+	// their clients and the embedded services close.
+	defer run.stop()
+
+	start, trimmer, err := serveUntilStopped(ctx, base, cfg, out, log, st, run)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "  stopping after %s: draining the worker and the audit, then checking every order\n", time.Since(start).Round(time.Millisecond))
+	dctx, cancel := context.WithTimeout(base, cfg.timeout)
+	defer cancel()
+	sum, err := drainServe(dctx, serveParts{w: st.w, wdone: run.wdone, stopWorker: run.stopWorker, aud: run.aud, fol: st.fol, fdone: run.fdone,
+		prod: st.prod, pdone: run.pdone, stopProducer: run.stopProducer, stream: st.stream, layout: st.layout, start: start})
+	if err != nil {
+		return nil, err
+	}
+	sum.trimmer = trimmer
+	return sum, nil
+}
+
+// serveStack is the embedded stack of `demo --serve`, built but not yet
+// running: Kafka, Redis, the worker, and the accounting's reader and
+// order stream.
+type serveStack struct {
+	brokers []string
+	parts   int32
+	wreg    *prometheus.Registry
+	w       *pipeline.Worker
+	layout  idgen.Layout
+	stream  *verify.Stream
+	fol     *serveFollower
+	prod    *serveProducer
+	// closers are run last to first by close.
+	closers []func()
+}
+
+// close closes what newServeStack opened, last opened first.
+func (st *serveStack) close() {
+	for i := len(st.closers) - 1; i >= 0; i-- {
+		st.closers[i]()
+	}
+}
+
+// newServeStack starts the embedded Kafka and Redis and builds the parts
+// that run on them; on an error it closes what it opened.
+func newServeStack(cfg *demoConfig, log *slog.Logger) (_ *serveStack, err error) {
+	st := &serveStack{parts: int32(cfg.partitions)}
+	defer func() {
+		if err != nil {
+			st.close()
+		}
+	}()
 	// 1 MiB segments, so that deleting what was read frees memory soon:
 	// kfake frees a segment once all of it is deleted.
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, input, output, dlqTopic, auditTopic),
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1),
+		kfake.SeedTopics(st.parts, serveInputTopic, serveOutputTopic, serveDLQTopic, serveAuditTopic),
 		kfake.BrokerConfigs(map[string]string{"log.segment.bytes": "1048576"}))
 	if err != nil {
 		return nil, fmt.Errorf("start kfake: %w", err)
 	}
-	defer cluster.Close()
-	brokers := cluster.ListenAddrs()
+	st.closers = append(st.closers, cluster.Close)
+	st.brokers = cluster.ListenAddrs()
 	mr, err := miniredis.Run()
 	if err != nil {
 		return nil, fmt.Errorf("start miniredis: %w", err)
 	}
-	defer mr.Close()
+	st.closers = append(st.closers, mr.Close)
 	rc := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rc.Close()
+	st.closers = append(st.closers, func() { rc.Close() })
 
-	wreg := newRegistry()
+	st.wreg = newRegistry()
 	seq, err := idgen.NewRedisSequencer(idgen.RedisSettings{Client: rc})
 	if err != nil {
 		return nil, err
 	}
-	gen, err := idgen.New(idgen.Settings{ServerID: 1, WorkerID: 1, Sequencer: pipeline.NewTimedSequencer(seq, wreg)})
+	gen, err := idgen.New(idgen.Settings{ServerID: 1, WorkerID: 1, Sequencer: pipeline.NewTimedSequencer(seq, st.wreg)})
 	if err != nil {
 		return nil, err
 	}
-	pipeline.RegisterGenerator(wreg, gen)
+	pipeline.RegisterGenerator(st.wreg, gen)
 	// A 64 KiB limit, so that the too_large orders are dead-lettered.
 	cd, err := codec.New(codec.Config{MaxBytes: 64 << 10})
 	if err != nil {
 		return nil, err
 	}
-	l := gen.Layout()
+	st.layout = gen.Layout()
 
-	stream := verify.NewStream(cd, l, verify.DefaultNumberWindow)
-	fol, err := newServeFollower(brokers, stream, output, dlqTopic, auditTopic)
+	st.stream = verify.NewStream(cd, st.layout, verify.DefaultNumberWindow)
+	if st.fol, err = newServeFollower(st.brokers, st.stream, serveOutputTopic, serveDLQTopic, serveAuditTopic); err != nil {
+		return nil, err
+	}
+	st.closers = append(st.closers, st.fol.cl.Close)
+	if st.prod, err = newServeProducer(st.brokers, serveInputTopic, st.parts, cfg.serve.rate, st.stream); err != nil {
+		return nil, err
+	}
+	st.closers = append(st.closers, st.prod.cl.Close)
+	st.w, err = pipeline.NewWorker(append(demoWorkerOptions(st.brokers, serveInputTopic, serveOutputTopic, serveDLQTopic, gen, cd, log),
+		pipeline.Registerer(st.wreg))...)
 	if err != nil {
 		return nil, err
 	}
-	defer fol.cl.Close()
-	prod, err := newServeProducer(brokers, input, parts, cfg.serve.rate, stream)
-	if err != nil {
-		return nil, err
-	}
-	defer prod.cl.Close()
+	return st, nil
+}
 
+// serveRun is the running stack: each part's exit, its stop, and the
+// addresses the two HTTP servers listen on.
+type serveRun struct {
+	wdone, fdone, pdone      chan error
+	stopWorker, stopProducer context.CancelFunc
+	aud                      *demoAudit
+	waddr, aaddr             net.Addr
+	// stops are run last to first by stop.
+	stops []func()
+}
+
+// stop stops every part start started, last started first. Each stop may
+// already have run (drainServe stops the parts in order); they all may
+// run again.
+func (r *serveRun) stop() {
+	for i := len(r.stops) - 1; i >= 0; i-- {
+		r.stops[i]()
+	}
+}
+
+// start runs the worker, the audit, both HTTP servers, the accounting's
+// reader and the order stream, in that order, each under base; on an
+// error it stops what it started.
+func (st *serveStack) start(base context.Context, cfg *demoConfig, log *slog.Logger) (_ *serveRun, err error) {
+	r := &serveRun{wdone: make(chan error, 1), fdone: make(chan error, 1), pdone: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			r.stop()
+		}
+	}()
 	srvCtx, stopServers := context.WithCancel(base)
-	defer stopServers()
-	w, err := pipeline.NewWorker(append(demoWorkerOptions(brokers, input, output, dlqTopic, gen, cd, log), pipeline.Registerer(wreg))...)
-	if err != nil {
-		return nil, err
-	}
+	r.stops = append(r.stops, stopServers)
 	wctx, stopWorker := context.WithCancel(base)
-	defer stopWorker()
-	wdone := make(chan error, 1)
-	go func() { wdone <- w.Run(wctx) }()
+	r.stopWorker = stopWorker
+	r.stops = append(r.stops, stopWorker)
+	go func() { r.wdone <- st.w.Run(wctx) }()
 	areg := newRegistry()
-	aud, err := startDemoAudit(base, brokers, output, l, log, audit.Registerer(areg))
-	if err != nil {
+	if r.aud, err = startDemoAudit(base, st.brokers, serveOutputTopic, st.layout, log, audit.Registerer(areg)); err != nil {
 		return nil, err
 	}
-	defer aud.stop()
-	waddr, err := pipeline.Serve(srvCtx, cfg.serve.httpAddr, wreg, w.Ready, nil, log)
-	if err != nil {
+	r.stops = append(r.stops, r.aud.stop)
+	if r.waddr, err = pipeline.Serve(srvCtx, cfg.serve.httpAddr, st.wreg, st.w.Ready, nil, log); err != nil {
 		return nil, fmt.Errorf("--%s %s: %w", flagHTTPAddr, cfg.serve.httpAddr, err)
 	}
-	aaddr, err := pipeline.Serve(srvCtx, cfg.serve.auditAddr, areg, aud.a.Ready, aud.a.Handlers(), log)
-	if err != nil {
+	if r.aaddr, err = pipeline.Serve(srvCtx, cfg.serve.auditAddr, areg, r.aud.a.Ready, r.aud.a.Handlers(), log); err != nil {
 		return nil, fmt.Errorf("--%s %s: %w", flagAuditHTTPAddr, cfg.serve.auditAddr, err)
 	}
 	fctx, stopFollower := context.WithCancel(base)
-	defer stopFollower()
-	fdone := make(chan error, 1)
-	go func() { fdone <- fol.run(fctx) }()
+	r.stops = append(r.stops, stopFollower)
+	go func() { r.fdone <- st.fol.run(fctx) }()
 	pctx, stopProducer := context.WithCancel(base)
-	defer stopProducer()
-	pdone := make(chan error, 1)
-	go func() { pdone <- prod.run(pctx) }()
+	r.stopProducer = stopProducer
+	r.stops = append(r.stops, stopProducer)
+	go func() { r.pdone <- st.prod.run(pctx) }()
+	return r, nil
+}
 
+// serveUntilStopped prints where the stack serves, then trims the
+// embedded Kafka and prints a status line on their tickers until ctx ends
+// or --stop-after passes (nil error), or a part stops by itself (its
+// error). It returns when the stack started serving and the trimmer, whose
+// counts the summary prints.
+func serveUntilStopped(ctx, base context.Context, cfg *demoConfig, out io.Writer, log *slog.Logger, st *serveStack, r *serveRun) (time.Time, *serveTrimmer, error) {
 	fmt.Fprintf(out, "flakestream demo --serve: %d orders a second on in-process Kafka (kfake) and Redis (miniredis), audited live\n", cfg.serve.rate)
-	fmt.Fprintf(out, "  live page        http://%s/\n  audit metrics    http://%s/metrics\n  worker metrics   http://%s/metrics\n", aaddr, aaddr, waddr)
+	fmt.Fprintf(out, "  live page        http://%s/\n  audit metrics    http://%s/metrics\n  worker metrics   http://%s/metrics\n", r.aaddr, r.aaddr, r.waddr)
 	stopIn := "Ctrl-C stops it and checks every order: exactly once, or says what went wrong"
 	var stopAfter <-chan time.Time
 	if cfg.serve.stopAfter > 0 {
@@ -239,51 +344,32 @@ func serveDemo(ctx context.Context, cfg *demoConfig, out io.Writer, log *slog.Lo
 	defer status.Stop()
 	trim := time.NewTicker(serveTrimEvery)
 	defer trim.Stop()
-	trimmer := newServeTrimmer(fol, input, output, dlqTopic, auditTopic)
-	var runErr error
-loop:
+	trimmer := newServeTrimmer(st.fol, serveInputTopic, serveOutputTopic, serveDLQTopic, serveAuditTopic)
 	for {
 		select {
 		case <-ctx.Done():
-			break loop
+			return start, trimmer, nil
 		case <-stopAfter:
-			break loop
-		case err := <-wdone:
-			runErr = fmt.Errorf("the worker stopped: %v", err)
-			break loop
-		case err := <-aud.done:
-			runErr = fmt.Errorf("the audit stopped: %v", err)
-			break loop
-		case err := <-pdone:
-			runErr = fmt.Errorf("the order stream stopped: %v", err)
-			break loop
-		case err := <-fdone:
-			runErr = fmt.Errorf("the accounting's reader stopped: %v", err)
-			break loop
+			return start, trimmer, nil
+		case err := <-r.wdone:
+			return start, trimmer, fmt.Errorf("the worker stopped: %v", err)
+		case err := <-r.aud.done:
+			return start, trimmer, fmt.Errorf("the audit stopped: %v", err)
+		case err := <-r.pdone:
+			return start, trimmer, fmt.Errorf("the order stream stopped: %v", err)
+		case err := <-r.fdone:
+			return start, trimmer, fmt.Errorf("the accounting's reader stopped: %v", err)
 		case <-trim.C:
 			if err := withTimeout(base, serveTrimEvery, trimmer.trim); err != nil {
 				log.Warn("trimming the embedded Kafka", "err", err)
 			}
 		case <-status.C:
-			ws, as := w.Stats(), aud.a.Stats()
-			now, _ := stream.Held()
+			ws, as := st.w.Stats(), r.aud.a.Stats()
+			now, _ := st.stream.Held()
 			fmt.Fprintf(out, "  %8s  in %d, numbered %d, passthrough %d, dead-lettered %d, audited %d; in flight %d\n",
-				time.Since(start).Round(time.Second), prod.produced.Load(), ws.Numbered, ws.Passthrough, ws.DLQ, as.Audited, now.Pending+now.Early)
+				time.Since(start).Round(time.Second), st.prod.produced.Load(), ws.Numbered, ws.Passthrough, ws.DLQ, as.Audited, now.Pending+now.Early)
 		}
 	}
-	if runErr != nil {
-		return nil, runErr
-	}
-	fmt.Fprintf(out, "  stopping after %s: draining the worker and the audit, then checking every order\n", time.Since(start).Round(time.Millisecond))
-	dctx, cancel := context.WithTimeout(base, cfg.timeout)
-	defer cancel()
-	sum, err := drainServe(dctx, serveParts{w: w, wdone: wdone, stopWorker: stopWorker, aud: aud, fol: fol, fdone: fdone,
-		prod: prod, pdone: pdone, stopProducer: stopProducer, stream: stream, layout: l, start: start})
-	if err != nil {
-		return nil, err
-	}
-	sum.trimmer = trimmer
-	return sum, nil
 }
 
 // serveParts are the running parts drainServe stops.

@@ -73,33 +73,40 @@ func main() {
 	}
 }
 
-func run() error {
-	name := flag.String("fault", "", "the fault to repeat (see -list)")
-	runs := flag.Int("runs", 10, "how many runs")
-	scale := flag.String("scale", "", "FLAKESTREAM_FAULT_SCALE for every run (default: the suite's, 1 on real Kafka)")
-	artifacts := flag.String("artifacts", envOr("FLAKESTREAM_ARTIFACTS", "artifacts"), "dir for faults.jsonl and soak/<fault>/<run>/ logs")
-	timeout := flag.Duration("run-timeout", 20*time.Minute, "bound of one run")
-	list := flag.Bool("list", false, "list the faults and exit")
-	verbose := flag.Bool("v", false, "print each run's test output")
-	workerArgs := flag.String("worker-args", "", "extra flags for every worker (FLAKESTREAM_E2E_WORKER_ARGS), e.g. to turn a feature off for a comparison")
+// options are soak's flags.
+type options struct {
+	name, scale, artifacts, workerArgs string
+	runs                               int
+	timeout                            time.Duration
+	list, verbose                      bool
+}
+
+func parseFlags() options {
+	var o options
+	flag.StringVar(&o.name, "fault", "", "the fault to repeat (see -list)")
+	flag.IntVar(&o.runs, "runs", 10, "how many runs")
+	flag.StringVar(&o.scale, "scale", "", "FLAKESTREAM_FAULT_SCALE for every run (default: the suite's, 1 on real Kafka)")
+	flag.StringVar(&o.artifacts, "artifacts", envOr("FLAKESTREAM_ARTIFACTS", "artifacts"), "dir for faults.jsonl and soak/<fault>/<run>/ logs")
+	flag.DurationVar(&o.timeout, "run-timeout", 20*time.Minute, "bound of one run")
+	flag.BoolVar(&o.list, "list", false, "list the faults and exit")
+	flag.BoolVar(&o.verbose, "v", false, "print each run's test output")
+	flag.StringVar(&o.workerArgs, "worker-args", "", "extra flags for every worker (FLAKESTREAM_E2E_WORKER_ARGS), e.g. to turn a feature off for a comparison")
 	flag.Parse()
-	if *list {
-		names := make([]string, 0, len(faults))
-		for n := range faults {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			fmt.Printf("%-26s %s\n", n, faults[n].what)
-		}
+	return o
+}
+
+func run() error {
+	o := parseFlags()
+	if o.list {
+		listFaults()
 		return nil
 	}
-	f, ok := faults[*name]
+	f, ok := faults[o.name]
 	if !ok {
-		return fmt.Errorf("unknown -fault %q (see -list)", *name)
+		return fmt.Errorf("unknown -fault %q (see -list)", o.name)
 	}
-	if *runs < 1 {
-		return fmt.Errorf("-runs %d: want at least 1", *runs)
+	if o.runs < 1 {
+		return fmt.Errorf("-runs %d: want at least 1", o.runs)
 	}
 	root, err := moduleRoot()
 	if err != nil {
@@ -108,68 +115,106 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	art, err := filepath.Abs(*artifacts)
+	s, err := prepare(ctx, root, o)
 	if err != nil {
 		return err
 	}
-	base := filepath.Join(art, "soak", *name, time.Now().UTC().Format("20060102T150405Z"))
+	with := ""
+	if o.workerArgs != "" {
+		with = ", worker flags " + o.workerArgs
+	}
+	fmt.Printf("soak: %s (%s), %d runs%s; logs in %s\n", o.name, f.what, o.runs, with, s.base)
+
+	nExact, runs := 0, o.runs
+	for i := 1; i <= o.runs; i++ {
+		if ctx.Err() != nil {
+			fmt.Printf("soak: interrupted after %d runs\n", i-1)
+			runs = i - 1
+			break
+		}
+		good, err := s.runNumbered(ctx, i, f, o)
+		if err != nil {
+			return err
+		}
+		if good {
+			nExact++
+		}
+	}
+	fmt.Printf("soak: %s: %d/%d exact\n", o.name, nExact, runs)
+	if nExact != runs || runs == 0 {
+		return errors.New("not every run was exact")
+	}
+	return nil
+}
+
+func listFaults() {
+	names := make([]string, 0, len(faults))
+	for n := range faults {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Printf("%-26s %s\n", n, faults[n].what)
+	}
+}
+
+// soak is where the runs of one soak write: art holds faults.jsonl, base
+// the test binary and a folder per run.
+type soak struct {
+	root, art, base, bin string
+}
+
+// prepare makes the soak's folder and builds the e2e test binary into it.
+func prepare(ctx context.Context, root string, o options) (*soak, error) {
+	art, err := filepath.Abs(o.artifacts)
+	if err != nil {
+		return nil, err
+	}
+	base := filepath.Join(art, "soak", o.name, time.Now().UTC().Format("20060102T150405Z"))
 	if err := os.MkdirAll(base, 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	bin := filepath.Join(base, "e2e.test")
 	build := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, "./e2e/")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("go test -c ./e2e/: %w\n%s", err, out)
+		return nil, fmt.Errorf("go test -c ./e2e/: %w\n%s", err, out)
 	}
-	with := ""
-	if *workerArgs != "" {
-		with = ", worker flags " + *workerArgs
-	}
-	fmt.Printf("soak: %s (%s), %d runs%s; logs in %s\n", *name, f.what, *runs, with, base)
+	return &soak{root: root, art: art, base: base, bin: bin}, nil
+}
 
-	nExact := 0
-	for i := 1; i <= *runs; i++ {
-		if ctx.Err() != nil {
-			fmt.Printf("soak: interrupted after %d runs\n", i-1)
-			*runs = i - 1
-			break
-		}
-		dir := filepath.Join(base, fmt.Sprintf("run-%02d", i))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		started := time.Now()
-		res, testErr := runOnce(ctx, root, bin, dir, f, *scale, *workerArgs, *timeout, *verbose)
-		good := exact(res, testErr)
-		var parts []string
-		for _, r := range res {
-			parts = append(parts, fmt.Sprintf("records=%d lost=%d duplicated=%d longest_stall=%.1fs worker_exits=%d ok=%v",
-				r.Records, r.Lost, r.Duplicated, r.LongestStallS, r.WorkerExits, r.OK))
-			if err := appendJSONL(filepath.Join(art, "faults.jsonl"), r.raw()); err != nil {
-				return err
-			}
-		}
-		verdict := "EXACT"
-		if good {
-			nExact++
-		} else {
-			verdict = "NOT EXACT"
-			if testErr != nil {
-				parts = append(parts, "test failed: "+testErr.Error())
-			}
-			if len(res) == 0 {
-				parts = append(parts, "no result recorded")
-			}
-		}
-		fmt.Printf("run %2d/%d %-9s %s (%s; log %s)\n", i, *runs, verdict, strings.Join(parts, "; "),
-			time.Since(started).Round(time.Second), filepath.Join(dir, "test.log"))
+// runNumbered is run i of o.runs: it runs the test once, appends its
+// results to faults.jsonl, prints its line and reports whether it was
+// exact. Its error is one that ends the soak (a file it could not write).
+func (s *soak) runNumbered(ctx context.Context, i int, f fault, o options) (bool, error) {
+	dir := filepath.Join(s.base, fmt.Sprintf("run-%02d", i))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return false, err
 	}
-	fmt.Printf("soak: %s: %d/%d exact\n", *name, nExact, *runs)
-	if nExact != *runs || *runs == 0 {
-		return errors.New("not every run was exact")
+	started := time.Now()
+	res, testErr := runOnce(ctx, s.root, s.bin, dir, f, o.scale, o.workerArgs, o.timeout, o.verbose)
+	good := exact(res, testErr)
+	var parts []string
+	for _, r := range res {
+		parts = append(parts, fmt.Sprintf("records=%d lost=%d duplicated=%d longest_stall=%.1fs worker_exits=%d ok=%v",
+			r.Records, r.Lost, r.Duplicated, r.LongestStallS, r.WorkerExits, r.OK))
+		if err := appendJSONL(filepath.Join(s.art, "faults.jsonl"), r.raw()); err != nil {
+			return false, err
+		}
 	}
-	return nil
+	verdict := "EXACT"
+	if !good {
+		verdict = "NOT EXACT"
+		if testErr != nil {
+			parts = append(parts, "test failed: "+testErr.Error())
+		}
+		if len(res) == 0 {
+			parts = append(parts, "no result recorded")
+		}
+	}
+	fmt.Printf("run %2d/%d %-9s %s (%s; log %s)\n", i, o.runs, verdict, strings.Join(parts, "; "),
+		time.Since(started).Round(time.Second), filepath.Join(dir, "test.log"))
+	return good, nil
 }
 
 // exact reports whether a run was exactly once: the test passed, recorded
