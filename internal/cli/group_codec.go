@@ -45,3 +45,14 @@ func (cc *codecConfig) codec(l idgen.Layout) (*codec.Codec, error) {
 	})
 	return cd, asUsage(err)
 }
+
+// valueFormat returns the Format of --value-format, numbering by the same
+// rules as cd (field, number format, size limit, a valid number decodes
+// under l). outputTopic names the output subject; "" for the audit.
+func (cc *codecConfig) valueFormat(sc *schemaConfig, cd *codec.Codec, l idgen.Layout, outputTopic string) (codec.Format, error) {
+	nf, err := codec.ParseNumberFormat(cc.format)
+	if err != nil {
+		return nil, usageErr("--%s: %w", flagNumberFormat, err)
+	}
+	return sc.format(cd, outputTopic, nf, func(id int64) error { _, err := l.Decompose(id); return err }, cc.maxBytes)
+}

@@ -18,6 +18,7 @@ type runConfig struct {
 	layout      layoutConfig
 	redis       redisConfig
 	codec       codecConfig
+	schema      schemaConfig
 	idempotency idempotencyConfig
 	kafka       kafkaConfig
 	ops         opsConfig
@@ -34,7 +35,7 @@ func runCommand() *cli.Command {
 				flagStartOffset, flagCreateTopics, flagMaxPollRecords, flagMaxBufferedRecords, flagFetchMaxBytes, flagLinger,
 				flagTxnTimeout, flagSessionTimeout, flagStaticMembership, flagShutdownTimeout),
 			[]cli.Flag{sequencerFlag(&cfg.sequencer)},
-			cfg.identity.flags(), cfg.layout.flags(), cfg.redis.flags(), cfg.codec.flags(), cfg.idempotency.flags(),
+			cfg.identity.flags(), cfg.layout.flags(), cfg.redis.flags(), cfg.codec.flags(), cfg.schema.flags(), cfg.idempotency.flags(),
 			cfg.kafka.flags(), cfg.ops.flags(defaultRunHTTPAddr)),
 		Action: cfg.run,
 	})
@@ -115,6 +116,10 @@ func (cfg *runConfig) workerOptions(g *idgen.Generator, idem *pipeline.Idempoten
 	if err != nil {
 		return nil, err
 	}
+	vf, err := cfg.codec.valueFormat(&cfg.schema, cd, g.Layout(), cc.outputTopic)
+	if err != nil {
+		return nil, err
+	}
 	kopts, err := cfg.kafka.opts()
 	if err != nil {
 		return nil, err
@@ -127,6 +132,7 @@ func (cfg *runConfig) workerOptions(g *idgen.Generator, idem *pipeline.Idempoten
 		pipeline.InstanceID(cc.instanceID),
 		pipeline.Numbers(g),
 		pipeline.Codec(cd),
+		pipeline.Format(vf),
 		pipeline.Start(pipeline.StartOffset(cc.startOffset)),
 		pipeline.MaxPollRecords(cc.maxPollRecords),
 		pipeline.MaxBufferedRecords(cc.maxBuffered),
