@@ -17,8 +17,8 @@ import (
 type Idempotency struct {
 	// Store decides, atomically in Redis, which number a key has.
 	Store *idgen.KeyStore
-	// Field is the top-level JSON field that holds the key; "" means the
-	// Kafka record key.
+	// Field is the top-level field that holds the key (JSON, or Avro or
+	// Protobuf through the worker's Format); "" means the Kafka record key.
 	Field string
 	// Optional numbers a record without a key like any other; otherwise it
 	// goes to the DLQ as missing_key.
@@ -32,7 +32,7 @@ type Idempotency struct {
 var ErrIdempotencyKey = errors.New("pipeline: invalid idempotency setting")
 
 // ParseIdempotencyKey parses "key" (the record key) or "field:<name>" (a
-// top-level JSON field) into the Field of an Idempotency.
+// top-level field of the value) into the Field of an Idempotency.
 func ParseIdempotencyKey(s string) (field string, err error) {
 	switch {
 	case s == "key":

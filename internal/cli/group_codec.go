@@ -29,7 +29,7 @@ func (cc *codecConfig) flags() []cli.Flag {
 // numberFieldFlag is --number-field; the audit reads the field the worker
 // writes.
 func numberFieldFlag(dst *string) cli.Flag {
-	return stringFlag(flagNumberField, dst, codec.DefaultField, "top-level JSON field the number is written to (and read from, when a record has no flakestream-number header)")
+	return stringFlag(flagNumberField, dst, codec.DefaultField, "top-level field the number is written to (and read from, when a record has no flakestream-number header): JSON, or Avro/Protobuf with --value-format")
 }
 
 // codec builds the codec the flags describe. A number an event already
