@@ -76,9 +76,17 @@ func Header(r *kgo.Record, key string) (string, bool) {
 }
 
 // Check accounts for inputs against the output and DLQ records. c is the
-// codec the worker ran with.
+// codec the worker ran with (JSON values).
 func Check(c *codec.Codec, inputs, outputs, dlq []*kgo.Record) Report {
-	k := &checker{c: c, rep: Report{In: len(inputs)}, byKey: make(map[string]*kgo.Record, len(inputs)),
+	return CheckFormat(context.Background(), codec.JSONFormat{C: c}, inputs, outputs, dlq)
+}
+
+// CheckFormat is Check for a worker that ran with Format f (Avro or
+// Protobuf through a registry, or JSON): each numbered output must be
+// exactly f.AppendNumbered of its input. A Format error (the registry)
+// counts as a mismatch, naming the record.
+func CheckFormat(ctx context.Context, f codec.Format, inputs, outputs, dlq []*kgo.Record) Report {
+	k := &checker{ctx: ctx, c: f, rep: Report{In: len(inputs)}, byKey: make(map[string]*kgo.Record, len(inputs)),
 		seen: make(map[string]int, len(inputs)), numbers: make(map[int64]string, len(outputs))}
 	for _, r := range inputs {
 		k.byKey[string(codec.AppendSource(nil, r.Topic, r.Partition, r.Offset))] = r
@@ -96,7 +104,8 @@ func Check(c *codec.Codec, inputs, outputs, dlq []*kgo.Record) Report {
 
 // checker is one Check's state.
 type checker struct {
-	c       *codec.Codec
+	ctx     context.Context
+	c       codec.Format
 	rep     Report
 	byKey   map[string]*kgo.Record // inputs by source
 	seen    map[string]int         // how often each input came out
@@ -129,7 +138,11 @@ func (k *checker) output(o *kgo.Record) {
 		rep.problem(&rep.Reissued, "number %d given to %s and %s", id, prev, srcKey)
 	}
 	k.numbers[id] = srcKey
-	insp := k.c.Inspect(in.Value)
+	insp, err := k.c.Inspect(k.ctx, in.Value)
+	if err != nil {
+		rep.problem(&rep.Mismatched, "output for %s: inspect the input: %v", srcKey, err)
+		return
+	}
 	var want []byte
 	switch insp.Kind {
 	case codec.HasNumber:
@@ -140,7 +153,10 @@ func (k *checker) output(o *kgo.Record) {
 		}
 	case codec.NeedsNumber:
 		rep.Numbered++
-		want = k.c.AppendNumbered(nil, in.Value, insp, id)
+		if want, err = k.c.AppendNumbered(k.ctx, nil, in.Value, insp, id); err != nil {
+			rep.problem(&rep.Mismatched, "output for %s: number the input: %v", srcKey, err)
+			return
+		}
 	default:
 		rep.problem(&rep.Mismatched, "%s is %s but reached the output", srcKey, insp.Class())
 		return
