@@ -7,7 +7,7 @@ PKGS    ?= ./...
 # missing one fail instead of skip.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all test test-kafka test-kafka-cluster test-rules lint fmt vet staticcheck bench demo build fuzz clean funclen
+.PHONY: all test test-kafka test-kafka-cluster test-interop test-rules lint fmt vet staticcheck bench demo build fuzz clean funclen
 
 all: lint test
 
@@ -37,6 +37,19 @@ test-kafka:
 	echo "test-kafka: replay and idempotency on Apache Kafka"; \
 	KAFKA_BROKERS=$$addr $(GO) test -count=1 -timeout 10m -run '$(REPLAY_TESTS)' ./pipeline/ ./pipeline/replay/ .
 	$(MAKE) test-kafka-cluster
+
+# Interop with a client the project did not write (issue 12): Confluent's
+# Python client (confluent-kafka, with its Avro and Protobuf serializers, in
+# a venv from scripts/interop-venv, PyPI) produces orders to a real Apache
+# Kafka broker (scripts/kafka-local), the worker numbers them through an
+# in-process srfake registry, Python reads them back. Also the codec-level
+# interop test (no broker). Needs python3 with venv and pip.
+INTEROP_VENV ?= $(HOME)/.cache/flakestream/interop-venv
+test-interop:
+	@set -e; py=$$(scripts/interop-venv $(INTEROP_VENV) | tail -n 1); \
+	echo "test-interop: $$py"; \
+	FLAKESTREAM_INTEROP_PYTHON=$$py FLAKESTREAM_KAFKA_LOCAL=1 \
+		$(GO) test -count=1 -timeout 10m -v -run 'Interop' ./pipeline/ ./codec/schema/
 
 # The Prometheus rules: promtool checks them (and the docker-compose
 # Prometheus configuration) and runs their unit tests. Debian: apt-get

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/codec/schema"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/e2e"
 	"github.com/flakestream/flakestream/internal/orders"
@@ -20,6 +22,8 @@ import (
 	"github.com/moby/moby/api/types/network"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 )
 
 // The end-to-end test on containers, for machines with a Docker engine: an
@@ -150,4 +154,111 @@ func redisContainer(ctx context.Context, t *testing.T) *testenv.Redis {
 		t.Fatalf("redis container endpoint: %v", err)
 	}
 	return &testenv.Redis{URL: fmt.Sprintf("redis://%s/0", ep), Addr: ep, Kind: "container"}
+}
+
+// The Avro case on containers: a Confluent Schema Registry container
+// (confluentinc/cp-schema-registry:$SCHEMA_REGISTRY_VERSION, default 7.9.0,
+// storing its schemas in the Kafka container), Avro orders registered and
+// produced to it, numbered by the worker through the real registry, which
+// checks the output schema's compatibility itself (BACKWARD, its default);
+// the output is exactly once against the Format. Skips without Docker.
+func TestContainersAvro(t *testing.T) {
+	if err := testenv.DockerAvailable(); err != nil {
+		t.Skipf("no Docker engine answers (%s); Docker is optional: the worker's Avro tests run on srfake without it", firstLine(err))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	kafka := &testenv.KafkaCluster{Addrs: []string{kafkaContainer(ctx, t)}, Kind: testenv.KafkaKindExternal}
+	redis := redisContainer(ctx, t)
+	registry := registryContainer(ctx, t, kafka.Addrs[0])
+	e := e2e.NewEnv(t, kafka, redis, 4)
+
+	cl, err := sr.NewClient(sr.URLs(registry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := schema.RegisterDemoSchema(ctx, cl, codec.ValueAvro, e.Input+"-value")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := make([]*kgo.Record, 5000)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: e.Input, Key: []byte(strconv.Itoa(i)),
+			Value: schema.AppendDemoOrder(nil, codec.ValueAvro, id, i, time.Now().UnixMilli())}
+	}
+	recs[100].Value = []byte(`{"not":"framed"}`)
+	if err := kafka.Client(t).ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	e.AddInputs(recs)
+	f, err := schema.New(schema.Settings{Format: codec.ValueAvro, URL: registry, OutputTopic: e.Output})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Format = f
+
+	seq, err := idgen.NewRedisSequencer(idgen.RedisSettings{Client: redis.Client(t), Prefix: e.Input})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := idgen.New(idgen.Settings{ServerID: 1, WorkerID: 1, Sequencer: seq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := pipeline.NewWorker(pipeline.Brokers(kafka.Addrs...), pipeline.InputTopics(e.Input),
+		pipeline.OutputTopic(e.Output), pipeline.DLQTopic(e.DLQ), pipeline.Group(e.Group),
+		pipeline.InstanceID("containers-avro"), pipeline.Numbers(g), pipeline.Codec(e.Codec), pipeline.Format(f),
+		pipeline.TransactionTimeout(10*time.Second),
+		pipeline.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	if c, ok := e.WaitCommitted(t, 3*time.Minute); !ok {
+		t.Errorf("the worker committed %d of %d orders", c, len(recs))
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Errorf("worker: %v", err)
+	}
+	rep := e.Check(t, 2*time.Minute)
+	if !rep.OK() || rep.Numbered != len(recs)-1 || rep.DLQ != 1 {
+		t.Fatalf("Avro on the real registry: %s; want %d numbered and 1 dead-lettered, exactly once", rep, len(recs)-1)
+	}
+	t.Logf("exactly once, Avro through a real Schema Registry: %s", rep)
+}
+
+// registryContainer starts a Confluent Schema Registry on the host network
+// (so it reaches the Kafka container at its published 127.0.0.1 address)
+// on a free port of 127.0.0.1, and returns its URL.
+func registryContainer(ctx context.Context, t *testing.T, kafkaAddr string) string {
+	t.Helper()
+	version := os.Getenv("SCHEMA_REGISTRY_VERSION")
+	if version == "" {
+		version = "7.9.0"
+	}
+	port := strconv.Itoa(testenv.FreePort(t))
+	c, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{
+		ContainerRequest: testcontainers.ContainerRequest{
+			Image: "confluentinc/cp-schema-registry:" + version,
+			Env: map[string]string{
+				"SCHEMA_REGISTRY_HOST_NAME":                           "127.0.0.1",
+				"SCHEMA_REGISTRY_LISTENERS":                           "http://127.0.0.1:" + port,
+				"SCHEMA_REGISTRY_KAFKASTORE_BOOTSTRAP_SERVERS":        "PLAINTEXT://" + kafkaAddr,
+				"SCHEMA_REGISTRY_KAFKASTORE_TOPIC_REPLICATION_FACTOR": "1",
+			},
+			HostConfigModifier: func(hc *container.HostConfig) { hc.NetworkMode = "host" },
+			WaitingFor:         wait.ForLog("Server started, listening for requests").WithStartupTimeout(3 * time.Minute),
+		},
+		Started: true,
+	})
+	if c != nil {
+		t.Cleanup(func() { _ = testcontainers.TerminateContainer(c) })
+	}
+	if err != nil {
+		t.Fatalf("cp-schema-registry:%s container: %v", version, err)
+	}
+	return "http://127.0.0.1:" + port
 }

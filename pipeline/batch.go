@@ -156,8 +156,10 @@ func (b *shard) process(ctx context.Context, produce func(*kgo.Record)) error {
 }
 
 func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kgo.Record)) error {
-	need := b.inspect(from, to)
-	var err error
+	need, err := b.inspect(ctx, from, to)
+	if err != nil {
+		return err
+	}
 	b.ids = b.ids[:0]
 	if need > 0 {
 		if b.ids, err = b.b.numberer.AppendN(ctx, b.ids, need); err != nil {
@@ -180,7 +182,7 @@ func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kg
 			if b.b.cfg.idem != nil {
 				switch k := b.claim[i-from]; {
 				case k == missingKey:
-					b.missingKey(i, r)
+					b.missingKey(ctx, i, r)
 					produce(&b.recs[i])
 					continue
 				case k >= 0:
@@ -195,7 +197,10 @@ func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kg
 				}
 			}
 			start := len(b.arena)
-			b.arena = b.b.cfg.codec.AppendNumbered(b.arena, r.Value, in, id)
+			b.arena, err = b.b.cfg.format.AppendNumbered(ctx, b.arena, r.Value, in, id)
+			if err != nil {
+				return formatError(err)
+			}
 			b.emit(i, r, b.b.cfg.output, b.b.outParts, b.arena[start:len(b.arena):len(b.arena)], id)
 			if repeat {
 				b.recs[i].Headers = append(b.recs[i].Headers, kgo.RecordHeader{Key: codec.HeaderRepeat, Value: []byte("true")})
@@ -215,20 +220,25 @@ func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kg
 
 // inspect classifies the records [from, to) (pass 1 of a sub-batch), makes
 // room in the arenas for every output record they can make, and returns
-// how many numbers they need.
-func (b *shard) inspect(from, to int) (need int) {
+// how many numbers they need. Its error is the Format's (a registry
+// outage, classified by formatError); bad records are not errors.
+func (b *shard) inspect(ctx context.Context, from, to int) (need int, err error) {
 	bytes, headers := 0, 0
 	for i := from; i < to; i++ {
 		r := b.in[i]
-		in := b.b.cfg.codec.Inspect(r.Value)
+		in, err := b.b.cfg.format.Inspect(ctx, r.Value)
+		if err != nil {
+			return 0, formatError(err)
+		}
 		b.insp[i] = in
 		headers += len(r.Headers) + 3
 		bytes += len(r.Topic) + 2*20 + 2
 		switch in.Kind {
 		case codec.NeedsNumber:
 			need++
-			// An upper bound of the numbered value: the member added is
-			// ,"<field>":"<19 digits>", with room for escapes in the name.
+			// An upper bound of the numbered value, for every Format: for
+			// JSON the member added is ,"<field>":"<19 digits>", with room
+			// for escapes in the name.
 			bytes += len(r.Value) + 2*len(b.b.cfg.codec.FieldName()) + 48
 		case codec.HasNumber:
 			bytes += 20
@@ -245,7 +255,7 @@ func (b *shard) inspect(from, to int) (need int) {
 	if cap(b.hdrs)-len(b.hdrs) < headers {
 		b.hdrs = make([]kgo.RecordHeader, 0, max(2*cap(b.hdrs), headers))
 	}
-	return need
+	return need, nil
 }
 
 // emit appends the output record for input i, with value and the number and
@@ -298,8 +308,11 @@ func (b *shard) claimKeys(ctx context.Context, idem *Idempotency, from, to int) 
 		id := b.ids[next]
 		next++
 		r := b.in[i]
-		key, err := idem.key(r)
+		key, err := idem.key(ctx, b.b.cfg.format, r)
 		if err != nil {
+			if fail := keyFailure(err); fail != nil {
+				return fail
+			}
 			if !idem.Optional {
 				b.claim[i-from] = missingKey
 			}
@@ -317,8 +330,8 @@ func (b *shard) claimKeys(ctx context.Context, idem *Idempotency, from, to int) 
 }
 
 // missingKey dead-letters a record whose required idempotency key is absent.
-func (b *shard) missingKey(i int, r *kgo.Record) {
-	_, err := b.b.cfg.idem.key(r)
+func (b *shard) missingKey(ctx context.Context, i int, r *kgo.Record) {
+	_, err := b.b.cfg.idem.key(ctx, b.b.cfg.format, r)
 	b.deadLetterClass(i, r, codec.ClassMissingKey, "idempotency key: "+err.Error())
 }
 

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -56,6 +57,7 @@ type cfg struct {
 	dlq           string
 	numberer      Numberer
 	codec         *codec.Codec
+	format        codec.Format
 	maxBuffered   int
 	fetchMaxBytes int32
 	linger        time.Duration
@@ -140,7 +142,8 @@ func LoopConfig(opts ...Opt) (eos.Config, string, error) {
 	return c.eos, c.output, nil
 }
 
-// validateCodec fills in the default codec.
+// validateCodec fills in the default codec and the format: JSON through
+// the codec unless Format set another.
 func (c *cfg) validateCodec() error {
 	if c.codec == nil {
 		cd, err := codec.New(codec.Config{})
@@ -149,5 +152,20 @@ func (c *cfg) validateCodec() error {
 		}
 		c.codec = cd
 	}
+	if c.format == nil {
+		c.format = codec.JSONFormat{C: c.codec}
+	}
 	return nil
+}
+
+// formatError classifies an error from the Format (never the record's
+// fault): a registry outage (codec.ErrUnavailable) fails the batch, which
+// is aborted and retried like a Redis outage; anything else (an output
+// schema the registry refuses, a bad setting) can only fail again, so it
+// ends Run.
+func formatError(err error) error {
+	if errors.Is(err, codec.ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err // Process wraps it in ErrNumbering
+	}
+	return fmt.Errorf("%w: %w", ErrFatal, err)
 }

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -16,8 +17,8 @@ import (
 type Idempotency struct {
 	// Store decides, atomically in Redis, which number a key has.
 	Store *idgen.KeyStore
-	// Field is the top-level JSON field that holds the key; "" means the
-	// Kafka record key.
+	// Field is the top-level field that holds the key (JSON, or Avro or
+	// Protobuf through the worker's Format); "" means the Kafka record key.
 	Field string
 	// Optional numbers a record without a key like any other; otherwise it
 	// goes to the DLQ as missing_key.
@@ -31,7 +32,7 @@ type Idempotency struct {
 var ErrIdempotencyKey = errors.New("pipeline: invalid idempotency setting")
 
 // ParseIdempotencyKey parses "key" (the record key) or "field:<name>" (a
-// top-level JSON field) into the Field of an Idempotency.
+// top-level field of the value) into the Field of an Idempotency.
 func ParseIdempotencyKey(s string) (field string, err error) {
 	switch {
 	case s == "key":
@@ -53,22 +54,45 @@ func ParseOnRepeat(s string) (drop bool, err error) {
 	return false, fmt.Errorf("%w: on repeat %q: want emit or drop", ErrIdempotencyKey, s)
 }
 
-// key returns the record's idempotency key, or why it has none.
-func (i *Idempotency) key(r *kgo.Record) ([]byte, error) {
+// key returns the record's idempotency key, or why it has none. The field
+// is read through f, so a top-level Avro or Protobuf field is a key too.
+// An error that is not the record's fault (a registry outage) is returned
+// wrapped in a *keyFailed; see keyFailure.
+func (i *Idempotency) key(ctx context.Context, f codec.Format, r *kgo.Record) ([]byte, error) {
 	if i.Field == "" {
 		if len(r.Key) == 0 {
 			return nil, errors.New("record has no key")
 		}
 		return r.Key, nil
 	}
-	raw, ok, err := codec.Field(r.Value, i.Field)
+	raw, ok, err := f.Field(ctx, r.Value, i.Field)
+	var bad *codec.InputError
 	switch {
+	case err != nil && !errors.As(err, &bad):
+		return nil, &keyFailed{err}
 	case err != nil:
 		return nil, fmt.Errorf("field %q: %w", i.Field, err)
 	case !ok || len(raw) == 0:
 		return nil, fmt.Errorf("field %q is missing, null or empty", i.Field)
 	}
 	return raw, nil
+}
+
+// keyFailed is a key that could not be read for a reason other than the
+// record: the batch fails (or, for anything but a registry outage, Run).
+type keyFailed struct{ err error }
+
+func (e *keyFailed) Error() string { return "idempotency key: " + e.err.Error() }
+func (e *keyFailed) Unwrap() error { return e.err }
+
+// keyFailure returns the batch's error for an error from key, or nil when
+// the record just has no usable key.
+func keyFailure(err error) error {
+	var kf *keyFailed
+	if errors.As(err, &kf) {
+		return formatError(kf.err)
+	}
+	return nil
 }
 
 // Record fates beyond what the codec says, for a batch with idempotency.

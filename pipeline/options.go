@@ -46,6 +46,12 @@ func Numbers(n Numberer) Opt { return func(c *cfg) { c.numberer = n } }
 // Codec sets the order-event codec, overriding codec.New(codec.Config{}).
 func Codec(cd *codec.Codec) Opt { return func(c *cfg) { c.codec = cd } }
 
+// Format sets the value format, overriding JSON through the Codec: a
+// *schema.Format numbers Avro or Protobuf through a schema registry. Its
+// errors follow codec.Format: one wrapping codec.ErrUnavailable aborts and
+// retries the batch, any other ends Run (wrapping ErrFatal).
+func Format(f codec.Format) Opt { return func(c *cfg) { c.format = f } }
+
 // Start sets where a group with no committed offsets starts, overriding the
 // default StartEarliest (so that no order is skipped).
 func Start(s StartOffset) Opt {

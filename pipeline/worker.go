@@ -7,6 +7,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -133,6 +134,9 @@ func (w *Worker) Process(ctx context.Context, tx *eos.Tx, fetches kgo.Fetches) e
 	w.start = time.Now()
 	w.batch.reset(fetches)
 	if err := w.batch.process(ctx, func(r *kgo.Record) { tx.Produce(ctx, r) }); err != nil {
+		if errors.Is(err, ErrFatal) {
+			return err
+		}
 		return fmt.Errorf("%w: %w", ErrNumbering, err)
 	}
 	return nil

@@ -31,13 +31,17 @@ import (
 type Config struct {
 	Brokers     []string // Kafka; the caller starts kfake if it has none
 	NewNumberer func() (*idgen.Generator, error)
-	Duration    time.Duration  // each throughput window
-	Pairs       int            // passthrough/worker pairs, run interleaved
-	RecordBytes int            // size of each order event
-	Partitions  int32          // partitions of every topic
-	Worker      []pipeline.Opt // extra worker options (batch size, linger)
-	Log         *slog.Logger
-	Progress    func(string) // a line per step, or nil
+	Duration    time.Duration // each throughput window
+	Pairs       int           // passthrough/worker pairs, run interleaved
+	RecordBytes int           // size of each order event
+	// Event, if set, makes order event i instead of a JSON one of
+	// RecordBytes (the Avro or Protobuf demo order, with a Format in
+	// Worker).
+	Event      func(i int) []byte
+	Partitions int32          // partitions of every topic
+	Worker     []pipeline.Opt // extra worker options (batch size, linger)
+	Log        *slog.Logger
+	Progress   func(string) // a line per step, or nil
 	// PairsOnly skips per_record and latency (for sweeps over a setting).
 	PairsOnly bool
 }
@@ -192,7 +196,11 @@ func (b *runner) feed(ctx context.Context, topic string, rate float64, done func
 	// A pool of distinct events, reused: making them is not what is measured.
 	pool := make([][]byte, 4096)
 	for i := range pool {
-		pool[i] = orders.Event(i, orders.Clean, b.cfg.RecordBytes, 0)
+		if b.cfg.Event != nil {
+			pool[i] = b.cfg.Event(i)
+		} else {
+			pool[i] = orders.Event(i, orders.Clean, b.cfg.RecordBytes, 0)
+		}
 	}
 	var sent int64
 	fctx, cancel := context.WithCancel(ctx)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/pipeline/audit"
 
 	"github.com/urfave/cli/v2"
@@ -29,6 +31,7 @@ type auditConfig struct {
 	consume        consumeConfig
 	layout         layoutConfig
 	kafka          kafkaConfig
+	schema         schemaConfig
 	ops            opsConfig
 	auditTopic     string
 	stdout         bool
@@ -71,7 +74,7 @@ func (cfg *auditConfig) command() *cli.Command {
 				durationFlag(flagCatchUpTimeout, &cfg.catchUpTimeout, audit.DefaultCatchUpTimeout, "bound on reading back the last dup window of a partition this instance is given, so a restart or rebalance forgets nothing (0 turns the catch-up off)"),
 			},
 			cfg.consume.flags(flagCreateTopics, flagMaxPollRecords, flagTxnTimeout, flagSessionTimeout, flagShutdownTimeout),
-			cfg.layout.flags(), cfg.kafka.flags(), cfg.ops.flags(defaultAuditHTTPAddr)),
+			cfg.layout.flags(), cfg.schema.flags(), cfg.kafka.flags(), cfg.ops.flags(defaultAuditHTTPAddr)),
 		Action: cfg.run,
 	})
 }
@@ -113,6 +116,10 @@ func (cfg *auditConfig) auditOptions(c *cli.Context) ([]audit.Opt, error) {
 	if err != nil {
 		return nil, err
 	}
+	vf, err := cfg.readFormat(l)
+	if err != nil {
+		return nil, err
+	}
 	// The default is derived, so "" (set on purpose) can mean off.
 	topic := inputs[0] + ".audit"
 	if c.IsSet(flagAuditTopic) {
@@ -126,6 +133,7 @@ func (cfg *auditConfig) auditOptions(c *cli.Context) ([]audit.Opt, error) {
 		audit.InstanceID(cc.instanceID),
 		audit.Layout(l),
 		audit.NumberField(cfg.numberField),
+		audit.Format(vf),
 		audit.DupWindow(cfg.dupWindow),
 		audit.DupMaxEntries(cfg.dupMaxEntries),
 		audit.MaxSkew(cfg.maxSkew),
@@ -160,6 +168,17 @@ func (cfg *auditConfig) auditOptions(c *cli.Context) ([]audit.Opt, error) {
 		opts = append(opts, audit.CreateTopic())
 	}
 	return opts, nil
+}
+
+// readFormat is the Format the audit reads numbers from values with, when a
+// record has no number header: the JSON field, or the Avro or Protobuf
+// field through the registry. It only reads, so it names no output topic.
+func (cfg *auditConfig) readFormat(l idgen.Layout) (codec.Format, error) {
+	cd, err := codec.New(codec.Config{Field: cfg.numberField})
+	if err != nil {
+		return nil, asUsage(err)
+	}
+	return cfg.schema.format(cd, "", codec.FormatString, func(id int64) error { _, err := l.Decompose(id); return err }, 0)
 }
 
 // parseIDList parses IDs such as "1,2,5-7" into their list. An empty item

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/bench"
 	"github.com/flakestream/flakestream/pipeline"
@@ -51,6 +52,8 @@ type benchConfig struct {
 	verbose                bool
 	cpuProfile, memProfile string
 	layout                 layoutConfig
+	codec                  codecConfig
+	schema                 schemaConfig
 }
 
 func benchCommand() *cli.Command {
@@ -72,7 +75,7 @@ func benchCommand() *cli.Command {
 			verboseFlag(&cfg.verbose, "log what the workers do"),
 			stringFlag(flagCPUProfile, &cfg.cpuProfile, "", "write a CPU profile of the whole run to `FILE`"),
 			stringFlag(flagMemProfile, &cfg.memProfile, "", "write a heap profile at the end of the run to `FILE`"),
-		}, cfg.layout.flags()),
+		}, cfg.layout.flags(), cfg.schema.flags()),
 		Action: cfg.run,
 	})
 }
@@ -128,7 +131,19 @@ func (cfg *benchConfig) run(c *cli.Context) error {
 		defer writeHeapProfile(cfg.memProfile)
 	}
 	progress := func(s string) { fmt.Fprintf(c.App.ErrWriter, "bench: %s\n", s) }
-	res, err := bench.Run(c.Context, cfg.benchOptions(brokers, l, seq, log, progress))
+	regKind, stopReg, err := cfg.schema.embeddedRegistry()
+	if err != nil {
+		return err
+	}
+	defer stopReg()
+	bc := cfg.benchOptions(brokers, l, seq, log, progress)
+	if regKind != "" {
+		if err := cfg.withFormat(c.Context, &bc, l); err != nil {
+			return err
+		}
+		progress(fmt.Sprintf("value format %s, schema registry %s", cfg.schema.valueFormat, regKind))
+	}
+	res, err := bench.Run(c.Context, bc)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
@@ -151,6 +166,32 @@ func (cfg *benchConfig) benchOptions(brokers []string, l idgen.Layout, seq idgen
 		PairsOnly: cfg.pairsOnly,
 		Worker:    []pipeline.Opt{pipeline.MaxPollRecords(cfg.maxPollRecords), pipeline.Parallelism(cfg.parallelism)},
 	}
+}
+
+// withFormat makes the bench feed Avro or Protobuf demo orders (their own
+// size, not --record-bytes) and number them through the registry. The
+// input subject is "bench-value"; every measurement's worker registers its
+// output schema under "bench-numbered-value".
+func (cfg *benchConfig) withFormat(ctx context.Context, bc *bench.Config, l idgen.Layout) error {
+	cd, err := codec.New(codec.Config{})
+	if err != nil {
+		return err
+	}
+	cfg.codec.format = codec.DefaultNumberFormat.String()
+	f, err := cfg.codec.valueFormat(&cfg.schema, cd, l, "bench-numbered")
+	if err != nil {
+		return err
+	}
+	ev, err := demoEvents(ctx, f, "bench")
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	bc.Event = ev
+	bc.Worker = append(bc.Worker, pipeline.Format(f))
+	if ev != nil {
+		bc.RecordBytes = len(ev(0))
+	}
+	return nil
 }
 
 func (cfg *benchConfig) print(c *cli.Context, res *bench.Result, kafkaKind, redisKind string) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -38,6 +39,8 @@ type demoConfig struct {
 	json, verbose      bool
 	timeout            time.Duration
 	serve              serveConfig // demo_serve.go
+	codec              codecConfig
+	schema             schemaConfig
 }
 
 func demoCommand() *cli.Command {
@@ -45,19 +48,24 @@ func demoCommand() *cli.Command {
 	return configured(&cli.Command{
 		Name:  "demo",
 		Usage: "run the whole job in one process on embedded Kafka (kfake) and Redis (miniredis), then check it",
-		Flags: append([]cli.Flag{
+		Flags: concat([]cli.Flag{
 			intFlag(flagOrders, &cfg.orders, defaultDemoOrders, "how many order events to number (a few malformed, a few already numbered)"),
 			partitionsFlag(&cfg.partitions, "partitions of the demo topics"),
 			jsonFlag(&cfg.json, "print the summary as one JSON object"),
 			verboseFlag(&cfg.verbose, "log what the worker does"),
 			durationFlag(flagTimeout, &cfg.timeout, defaultDemoTimeout, "give up after this long (with --serve: on the shutdown, after Ctrl-C)"),
-		}, cfg.serve.flags()...),
+		}, cfg.schema.flags(), cfg.serve.flags()),
 		Action: cfg.run,
 	})
 }
 
 func (cfg *demoConfig) run(c *cli.Context) error {
 	if cfg.serve.on {
+		// The live stream builds its own JSON orders; Avro and Protobuf
+		// are for the bounded demo. Refused, not silently ignored.
+		if cfg.schema.valueFormat != string(codec.ValueJSON) {
+			return usageErr("--%s: demo --serve streams JSON orders only; run demo without --serve for --%s %s", flagServe, flagValueFormat, cfg.schema.valueFormat)
+		}
 		return cfg.runServe(c)
 	}
 	if err := cfg.serve.unused(c); err != nil {
@@ -73,7 +81,13 @@ func (cfg *demoConfig) run(c *cli.Context) error {
 	if cfg.verbose {
 		log = slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
 	}
-	sum, err := runDemo(ctx, n, parts, log)
+	regKind, stopReg, err := cfg.schema.embeddedRegistry()
+	if err != nil {
+		return err
+	}
+	defer stopReg()
+	cfg.codec.format = codec.DefaultNumberFormat.String()
+	sum, err := runDemo(ctx, n, parts, log, cfg.demoFormat)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
@@ -81,6 +95,9 @@ func (cfg *demoConfig) run(c *cli.Context) error {
 		b, _ := json.Marshal(sum.JSON)
 		fmt.Fprintf(c.App.Writer, "%s\n", b)
 	} else {
+		if regKind != "" {
+			fmt.Fprintf(c.App.Writer, "value format %s, schema registry %s\n", cfg.schema.valueFormat, regKind)
+		}
 		sum.print(c.App.Writer)
 	}
 	if !sum.report.OK() {
@@ -118,7 +135,17 @@ type demoSummary struct {
 	audit   *demoAudit
 }
 
-func runDemo(ctx context.Context, n int, parts int32, log *slog.Logger) (*demoSummary, error) {
+// demoFormat is the Format the demo numbers with: JSON through cd, or the
+// --value-format through the registry, with cd's rules.
+func (cfg *demoConfig) demoFormat(cd *codec.Codec, l idgen.Layout, output string) (codec.Format, error) {
+	cfg.codec.maxBytes = 64 << 10
+	return cfg.codec.valueFormat(&cfg.schema, cd, l, output)
+}
+
+// runDemo runs the demo; format returns the value format the worker
+// numbers with.
+func runDemo(ctx context.Context, n int, parts int32, log *slog.Logger,
+	format func(cd *codec.Codec, l idgen.Layout, output string) (codec.Format, error)) (*demoSummary, error) {
 	const input, output, dlqTopic = "orders", "orders.numbered", "orders.dlq"
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, input, output, dlqTopic))
 	if err != nil {
@@ -148,12 +175,20 @@ func runDemo(ctx context.Context, n int, parts int32, log *slog.Logger) (*demoSu
 		return nil, err
 	}
 
-	inputs, err := produceDemoOrders(ctx, brokers, input, parts, n, gen.Layout())
+	vf, err := format(cd, gen.Layout(), output)
+	if err != nil {
+		return nil, err
+	}
+	events, err := demoEvents(ctx, vf, input)
+	if err != nil {
+		return nil, err
+	}
+	inputs, err := produceDemoOrders(ctx, brokers, input, parts, n, gen.Layout(), events)
 	if err != nil {
 		return nil, err
 	}
 
-	took, err := runDemoWorker(ctx, n, demoWorkerOptions(brokers, input, output, dlqTopic, gen, cd, log))
+	took, err := runDemoWorker(ctx, n, append(demoWorkerOptions(brokers, input, output, dlqTopic, gen, cd, log), pipeline.Format(vf)))
 	if err != nil {
 		return nil, err
 	}
@@ -172,16 +207,23 @@ func runDemo(ctx context.Context, n int, parts int32, log *slog.Logger) (*demoSu
 	if err != nil {
 		return nil, err
 	}
-	rep := verify.Check(cd, inputs, out, dl)
+	rep := verify.CheckFormat(ctx, vf, inputs, out, dl)
 	if err := audit.finish(ctx, brokers, len(out)); err != nil {
 		return nil, err
 	}
-	sum := &demoSummary{report: rep, took: took, layout: gen.Layout(), dlq: map[string]int{}, audit: audit}
+	sum := newDemoSummary(rep, took, gen.Layout(), audit, out, dl)
+	sum.JSON.RecordsPerSec = float64(n) / took.Seconds()
+	return sum, nil
+}
+
+// newDemoSummary is the summary of a demo run from its accounting (rep),
+// its audit, and the output and dead letters it read back.
+func newDemoSummary(rep verify.Report, took time.Duration, l idgen.Layout, audit *demoAudit, out, dl []*kgo.Record) *demoSummary {
+	sum := &demoSummary{report: rep, took: took, layout: l, dlq: map[string]int{}, audit: audit}
 	sum.JSON = demoJSON{
 		In: rep.In, Numbered: rep.Numbered, Passthrough: rep.Passthrough, DLQ: rep.DLQ,
 		UniqueNumbers: rep.Unique, Duplicates: rep.Numbered + rep.Passthrough - rep.Unique, Lost: rep.Lost,
-		RecordsPerSec: float64(n) / took.Seconds(),
-		Audited:       audit.audited, Anomalies: audit.anomalies,
+		Audited: audit.audited, Anomalies: audit.anomalies,
 	}
 	for _, d := range dl {
 		class, _ := verify.Header(d, codec.HeaderErrorClass)
@@ -190,7 +232,7 @@ func runDemo(ctx context.Context, n int, parts int32, log *slog.Logger) (*demoSu
 	for i := 0; i < len(out) && len(sum.samples) < 3; i += len(out)/3 + 1 {
 		sum.samples = append(sum.samples, out[i])
 	}
-	return sum, nil
+	return sum
 }
 
 // runDemoWorker runs a worker with opts until it has read all n orders,
@@ -223,7 +265,9 @@ func runDemoWorker(ctx context.Context, n int, opts []pipeline.Opt) (time.Durati
 }
 
 // produceDemoOrders writes the demo's n orders to input and returns them.
-func produceDemoOrders(ctx context.Context, brokers []string, input string, parts int32, n int, l idgen.Layout) ([]*kgo.Record, error) {
+// events, if set, makes the orders (Avro or Protobuf, see demoRecords)
+// instead of the JSON mix.
+func produceDemoOrders(ctx context.Context, brokers []string, input string, parts int32, n int, l idgen.Layout, events func(int) []byte) ([]*kgo.Record, error) {
 	// The orders: one in a thousand malformed (every dead-letter class in
 	// turn), two in a thousand already numbered.
 	// The numbered ones carry numbers an earlier run (server 2) issued a
@@ -234,7 +278,12 @@ func produceDemoOrders(ctx context.Context, brokers []string, input string, part
 		return nil, err
 	}
 	mix := orders.Mix{BadPerMille: 1, NumberedPerMille: 2}
-	inputs := numberedFirst(orders.Records(input, parts, n, mix, 200, earlier), mix)
+	var inputs []*kgo.Record
+	if events != nil {
+		inputs = demoRecords(input, parts, n, events)
+	} else {
+		inputs = numberedFirst(orders.Records(input, parts, n, mix, 200, earlier), mix)
+	}
 	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		return nil, err
@@ -251,6 +300,29 @@ func produceDemoOrders(ctx context.Context, brokers []string, input string, part
 
 // demoWorkerGroup is the group of the demo's worker.
 const demoWorkerGroup = "flakestream-demo"
+
+// demoRecords are the demo's n Avro or Protobuf orders over parts
+// partitions, one in a thousand bad, each of the registry's dead-letter
+// classes in turn: not framed (a JSON value), an unknown schema ID, a
+// payload cut short (undecodable).
+func demoRecords(topic string, parts int32, n int, events func(int) []byte) []*kgo.Record {
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		v := events(i)
+		if i%1000 == 999 {
+			switch (i / 1000) % 3 {
+			case 0:
+				v = []byte(`{"event":"order_created"}`)
+			case 1:
+				v = append([]byte{0, 0x7f, 0xff, 0xff, 0xfe}, v[5:]...)
+			case 2:
+				v = v[:len(v)-3]
+			}
+		}
+		recs[i] = &kgo.Record{Topic: topic, Partition: int32(i) % parts, Key: []byte(fmt.Sprintf("order-%d", i)), Value: v}
+	}
+	return recs
+}
 
 // demoWorkerOptions are the options of the demo's worker: the one place
 // the demo builds them.
@@ -283,6 +355,10 @@ func (s *demoSummary) print(w io.Writer) {
 }
 
 func trim(b []byte, n int) string {
+	if len(b) > 0 && b[0] != '{' {
+		// Avro or Protobuf: the bytes, quoted, so the terminal shows text.
+		return trim([]byte(strconv.Quote(string(b))), n)
+	}
 	if len(b) <= n {
 		return string(b)
 	}

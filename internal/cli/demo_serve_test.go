@@ -160,6 +160,7 @@ func TestDemoServeFlagErrors(t *testing.T) {
 		{[]string{"demo", "--stop-after", "1s"}, "flakestream: --stop-after needs --serve\n"},
 		{[]string{"demo", "--serve", "--orders", "10"}, "flakestream: --orders is for the one-shot demo; --serve runs until Ctrl-C (or --stop-after)\n"},
 		{[]string{"demo", "--serve", "--rate", "0"}, "flakestream: --rate 0: want 1 to 100000 orders a second\n"},
+		{[]string{"demo", "--serve", "--value-format", "avro"}, "flakestream: --serve: demo --serve streams JSON orders only; run demo without --serve for --value-format avro\n"},
 	} {
 		_, errOut, code := runApp(t, "", nil, c.args...)
 		if code != 2 || errOut != c.want {

@@ -29,7 +29,7 @@ func (cc *codecConfig) flags() []cli.Flag {
 // numberFieldFlag is --number-field; the audit reads the field the worker
 // writes.
 func numberFieldFlag(dst *string) cli.Flag {
-	return stringFlag(flagNumberField, dst, codec.DefaultField, "top-level JSON field the number is written to (and read from, when a record has no flakestream-number header)")
+	return stringFlag(flagNumberField, dst, codec.DefaultField, "top-level field the number is written to (and read from, when a record has no flakestream-number header): JSON, or Avro/Protobuf with --value-format")
 }
 
 // codec builds the codec the flags describe. A number an event already
@@ -44,4 +44,15 @@ func (cc *codecConfig) codec(l idgen.Layout) (*codec.Codec, error) {
 		Valid: func(id int64) error { _, err := l.Decompose(id); return err },
 	})
 	return cd, asUsage(err)
+}
+
+// valueFormat returns the Format of --value-format, numbering by the same
+// rules as cd (field, number format, size limit, a valid number decodes
+// under l). outputTopic names the output subject; "" for the audit.
+func (cc *codecConfig) valueFormat(sc *schemaConfig, cd *codec.Codec, l idgen.Layout, outputTopic string) (codec.Format, error) {
+	nf, err := codec.ParseNumberFormat(cc.format)
+	if err != nil {
+		return nil, usageErr("--%s: %w", flagNumberFormat, err)
+	}
+	return sc.format(cd, outputTopic, nf, func(id int64) error { _, err := l.Decompose(id); return err }, cc.maxBytes)
 }

@@ -32,6 +32,7 @@ type replayConfig struct {
 	layout        layoutConfig
 	redis         redisConfig
 	codec         codecConfig
+	schema        schemaConfig
 	idempotency   idempotencyConfig
 	kafka         kafkaConfig
 	ops           opsConfig
@@ -59,7 +60,7 @@ func replayCommand() *cli.Command {
 				durationFlag(flagProgressEvery, &cfg.progressEvery, defaultProgressEvery, "how often to log progress when standard error is not a terminal"),
 				sequencerFlag(&cfg.sequencer),
 			},
-			cfg.identity.flags(), cfg.layout.flags(), cfg.redis.flags(), cfg.codec.flags(), cfg.idempotency.flags(),
+			cfg.identity.flags(), cfg.layout.flags(), cfg.redis.flags(), cfg.codec.flags(), cfg.schema.flags(), cfg.idempotency.flags(),
 			cfg.kafka.flags(), cfg.ops.logFlags()),
 		Action: cfg.run,
 	})
@@ -139,6 +140,10 @@ func (cfg *replayConfig) replayOptions(g *idgen.Generator, rc redis.UniversalCli
 	if err != nil {
 		return replay.Config{}, err
 	}
+	vf, err := cfg.codec.valueFormat(&cfg.schema, cd, g.Layout(), cc.outputTopic)
+	if err != nil {
+		return replay.Config{}, err
+	}
 	kopts, err := cfg.kafka.opts()
 	if err != nil {
 		return replay.Config{}, err
@@ -147,7 +152,7 @@ func (cfg *replayConfig) replayOptions(g *idgen.Generator, rc redis.UniversalCli
 	if dlq == "" {
 		dlq = cc.outputTopic + ".dlq"
 	}
-	worker := []pipeline.Opt{pipeline.Numbers(g), pipeline.Codec(cd), pipeline.DLQTopic(dlq), pipeline.Logger(log),
+	worker := []pipeline.Opt{pipeline.Numbers(g), pipeline.Codec(cd), pipeline.Format(vf), pipeline.DLQTopic(dlq), pipeline.Logger(log),
 		pipeline.MaxPollRecords(cc.maxPollRecords), pipeline.TransactionTimeout(cc.txnTimeout)}
 	if idem != nil {
 		worker = append(worker, pipeline.WithIdempotency(idem))

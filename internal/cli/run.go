@@ -17,6 +17,7 @@ type runConfig struct {
 	layout      layoutConfig
 	redis       redisConfig
 	codec       codecConfig
+	schema      schemaConfig
 	idempotency idempotencyConfig
 	kafka       kafkaConfig
 	ops         opsConfig
@@ -33,7 +34,7 @@ func runCommand() *cli.Command {
 				flagStartOffset, flagCreateTopics, flagMaxPollRecords, flagMaxBufferedRecords, flagFetchMaxBytes, flagLinger,
 				flagTxnTimeout, flagSessionTimeout, flagStaticMembership, flagShutdownTimeout),
 			[]cli.Flag{sequencerFlag(&cfg.sequencer)},
-			cfg.identity.flags(), cfg.layout.flags(), cfg.redis.flags(), cfg.codec.flags(), cfg.idempotency.flags(),
+			cfg.identity.flags(), cfg.layout.flags(), cfg.redis.flags(), cfg.codec.flags(), cfg.schema.flags(), cfg.idempotency.flags(),
 			cfg.kafka.flags(), cfg.ops.flags(defaultRunHTTPAddr)),
 		Action: cfg.run,
 	})
@@ -110,6 +111,10 @@ func (cfg *runConfig) workerOptions(g *idgen.Generator, idem *pipeline.Idempoten
 	if err != nil {
 		return nil, err
 	}
+	vf, err := cfg.codec.valueFormat(&cfg.schema, cd, g.Layout(), cc.outputTopic)
+	if err != nil {
+		return nil, err
+	}
 	kopts, err := cfg.kafka.opts()
 	if err != nil {
 		return nil, err
@@ -122,6 +127,7 @@ func (cfg *runConfig) workerOptions(g *idgen.Generator, idem *pipeline.Idempoten
 		pipeline.InstanceID(cc.instanceID),
 		pipeline.Numbers(g),
 		pipeline.Codec(cd),
+		pipeline.Format(vf),
 		pipeline.Start(pipeline.StartOffset(cc.startOffset)),
 		pipeline.MaxPollRecords(cc.maxPollRecords),
 		pipeline.MaxBufferedRecords(cc.maxBuffered),

@@ -36,6 +36,10 @@ type Env struct {
 	DLQ        string // Input + ".dlq"
 	Group      string // Input + "-g"
 	Codec      *codec.Codec
+	// Format, if set, is the value format the worker ran with (Avro or
+	// Protobuf through a registry); Check accounts against it. nil: JSON
+	// through Codec.
+	Format codec.Format
 
 	mu     sync.Mutex
 	inputs []*kgo.Record
@@ -198,7 +202,11 @@ func (e *Env) Check(t testing.TB, timeout time.Duration) verify.Report {
 		}
 		cancel()
 		if err == nil || errors.Is(err, context.DeadlineExceeded) {
-			rep = verify.Check(e.Codec, inputs, out, dlq)
+			f := e.Format
+			if f == nil {
+				f = codec.JSONFormat{C: e.Codec}
+			}
+			rep = verify.CheckFormat(context.Background(), f, inputs, out, dlq)
 		}
 		if (err == nil && rep.Numbered+rep.Passthrough+rep.DLQ >= len(inputs)) || time.Now().After(deadline) {
 			if err != nil {

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"context"
 	"strconv"
 	"sync"
 	"time"
@@ -16,6 +17,17 @@ import (
 type Numberer interface {
 	Inspect(value []byte) codec.Inspection
 	AppendNumbered(dst, value []byte, insp codec.Inspection, id int64) []byte
+}
+
+// plainNumberer is a Numberer as outputRecord takes it; it never fails.
+type plainNumberer struct{ n Numberer }
+
+func (p plainNumberer) Inspect(_ context.Context, value []byte) (codec.Inspection, error) {
+	return p.n.Inspect(value), nil
+}
+
+func (p plainNumberer) AppendNumbered(_ context.Context, dst, value []byte, insp codec.Inspection, id int64) ([]byte, error) {
+	return p.n.AppendNumbered(dst, value, insp, id), nil
 }
 
 // DefaultNumberWindow is how much number time a Stream's uniqueness check
@@ -231,7 +243,7 @@ func (s *Stream) output(k srcKey, srcStr string, in, o *kgo.Record, item *orderI
 		return
 	}
 	s.unique(k, srcStr, id)
-	renewed, ok := rep.outputRecord(s.c, srcStr, in, o, id)
+	renewed, ok := rep.outputRecord(context.Background(), plainNumberer{s.c}, srcStr, in, o, id)
 	if !ok {
 		return
 	}

@@ -76,9 +76,17 @@ func Header(r *kgo.Record, key string) (string, bool) {
 }
 
 // Check accounts for inputs against the output and DLQ records. c is the
-// codec the worker ran with.
+// codec the worker ran with (JSON values).
 func Check(c *codec.Codec, inputs, outputs, dlq []*kgo.Record) Report {
-	k := &checker{c: c, rep: Report{In: len(inputs)}, byKey: make(map[string]*kgo.Record, len(inputs)),
+	return CheckFormat(context.Background(), codec.JSONFormat{C: c}, inputs, outputs, dlq)
+}
+
+// CheckFormat is Check for a worker that ran with Format f (Avro or
+// Protobuf through a registry, or JSON): each numbered output must be
+// exactly f.AppendNumbered of its input. A Format error (the registry)
+// counts as a mismatch, naming the record.
+func CheckFormat(ctx context.Context, f codec.Format, inputs, outputs, dlq []*kgo.Record) Report {
+	k := &checker{ctx: ctx, c: f, rep: Report{In: len(inputs)}, byKey: make(map[string]*kgo.Record, len(inputs)),
 		seen: make(map[string]int, len(inputs)), numbers: make(map[int64]string, len(outputs))}
 	for _, r := range inputs {
 		k.byKey[string(codec.AppendSource(nil, r.Topic, r.Partition, r.Offset))] = r
@@ -96,7 +104,8 @@ func Check(c *codec.Codec, inputs, outputs, dlq []*kgo.Record) Report {
 
 // checker is one Check's state.
 type checker struct {
-	c       *codec.Codec
+	ctx     context.Context
+	c       codec.Format
 	rep     Report
 	byKey   map[string]*kgo.Record // inputs by source
 	seen    map[string]int         // how often each input came out
@@ -129,7 +138,7 @@ func (k *checker) output(o *kgo.Record) {
 		rep.problem(&rep.Reissued, "number %d given to %s and %s", id, prev, srcKey)
 	}
 	k.numbers[id] = srcKey
-	renewed, ok := rep.outputRecord(k.c, srcKey, in, o, id)
+	renewed, ok := rep.outputRecord(k.ctx, k.c, srcKey, in, o, id)
 	if !ok {
 		return
 	}
@@ -211,13 +220,25 @@ func (k *checker) checkOrder() {
 	}
 }
 
+// numberer is what outputRecord needs of the worker's value format:
+// codec.Format, or a Stream's Numberer through plainNumberer.
+type numberer interface {
+	Inspect(ctx context.Context, value []byte) (codec.Inspection, error)
+	AppendNumbered(ctx context.Context, dst, value []byte, insp codec.Inspection, id int64) ([]byte, error)
+}
+
 // outputRecord counts output record o, numbered id, of input in (named
 // srcKey) as numbered or passed through, and checks its bytes against what
-// c makes of the input and what the worker keeps of the record. Check and
+// f makes of the input and what the worker keeps of the record. Check and
 // Stream both account with it. renewed says whether o got a new number; ok
-// is false if in should not have reached the output at all.
-func (r *Report) outputRecord(c Numberer, srcKey string, in, o *kgo.Record, id int64) (renewed, ok bool) {
-	insp := c.Inspect(in.Value)
+// is false if in should not have reached the output at all, or f failed
+// (a registry error, counted as a mismatch naming the record).
+func (r *Report) outputRecord(ctx context.Context, f numberer, srcKey string, in, o *kgo.Record, id int64) (renewed, ok bool) {
+	insp, err := f.Inspect(ctx, in.Value)
+	if err != nil {
+		r.problem(&r.Mismatched, "output for %s: inspect the input: %v", srcKey, err)
+		return false, false
+	}
 	var want []byte
 	switch insp.Kind {
 	case codec.HasNumber:
@@ -228,7 +249,10 @@ func (r *Report) outputRecord(c Numberer, srcKey string, in, o *kgo.Record, id i
 		}
 	case codec.NeedsNumber:
 		r.Numbered++
-		want = c.AppendNumbered(nil, in.Value, insp, id)
+		if want, err = f.AppendNumbered(ctx, nil, in.Value, insp, id); err != nil {
+			r.problem(&r.Mismatched, "output for %s: number the input: %v", srcKey, err)
+			return false, false
+		}
 	default:
 		r.problem(&r.Mismatched, "%s is %s but reached the output", srcKey, insp.Class())
 		return false, false

@@ -9,11 +9,14 @@ package audit
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
+	"time"
 
+	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -35,7 +38,8 @@ type Auditor struct {
 	m    *auditMetrics
 	live *liveState
 	loop *eos.Loop
-	b    auditBatch // the open batch
+	b    auditBatch               // the open batch
+	nums map[*kgo.Record]valueNum // the open batch's numbers read from values (Format)
 
 	auditParts int32
 	out        *bufio.Writer
@@ -79,6 +83,9 @@ func New(opts ...Opt) (*Auditor, error) {
 		maxSkew: c.maxSkew, maxLag: c.maxLag, servers: c.servers, workers: c.workers,
 		skipRedelivered: c.auditTopic == "", now: c.now,
 	})
+	if c.format != nil && c.format.Name() != codec.ValueJSON {
+		a.det.cfg.valueNumber = a.valueNumber
+	}
 	a.m = newAuditMetrics(c.eos.Registerer, c.layout)
 	a.live = newLiveState(&a.cfg, a.m)
 	a.stats.Anomalies = map[string]int64{}
@@ -174,6 +181,9 @@ func (a *Auditor) Start(ctx context.Context, s *eos.Session) (map[string][]int32
 func (a *Auditor) Process(ctx context.Context, tx *eos.Tx, fetches kgo.Fetches) error {
 	b := &a.b
 	b.reset(fetches)
+	if err := a.readValueNumbers(ctx, b.in); err != nil {
+		return err
+	}
 	if a.cfg.catchUp {
 		a.catchUp(ctx, b.in)
 	}
@@ -236,4 +246,55 @@ func (a *Auditor) writeLines(b *auditBatch) error {
 		return fmt.Errorf("%w: write audit records to stdout: %w", ErrFatal, err)
 	}
 	return nil
+}
+
+// valueNum is the number read from a record's value by the Format.
+type valueNum struct {
+	n  int64
+	ok bool
+}
+
+// readValueNumbers reads, through the Format, the number of every record
+// of the batch that has no number header, before the detector sees any:
+// a registry outage fails the batch here (it is aborted and retried), and
+// the detector, which cannot fail, finds the numbers in a.nums. A value
+// the Format cannot read has no number (audited as invalid). For JSON it
+// does nothing: the detector reads the field itself.
+func (a *Auditor) readValueNumbers(ctx context.Context, recs []*kgo.Record) error {
+	if a.det.cfg.valueNumber == nil {
+		return nil
+	}
+	if a.nums == nil {
+		a.nums = make(map[*kgo.Record]valueNum)
+	}
+	clear(a.nums)
+	for _, r := range recs {
+		if _, ok := numberHeader(r); ok {
+			continue
+		}
+		n, ok, err := a.cfg.format.Number(ctx, r.Value)
+		var bad *codec.InputError
+		if err != nil && !errors.As(err, &bad) {
+			if errors.Is(err, codec.ErrUnavailable) || ctx.Err() != nil {
+				return fmt.Errorf("audit: read the number from the value of %s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err)
+			}
+			return fmt.Errorf("%w: audit: read the number from the value of %s[%d]@%d: %w", ErrFatal, r.Topic, r.Partition, r.Offset, err)
+		}
+		a.nums[r] = valueNum{n, ok && err == nil}
+	}
+	return nil
+}
+
+// valueNumber is the detector's valueNumber: the number readValueNumbers
+// read, or, for a record outside the batch (the catch-up's), one read now;
+// there a registry failure counts as no number, which only weakens the
+// duplicate check of the records read back.
+func (a *Auditor) valueNumber(r *kgo.Record) (int64, bool) {
+	if v, ok := a.nums[r]; ok {
+		return v.n, v.ok
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, ok, err := a.cfg.format.Number(ctx, r.Value)
+	return n, ok && err == nil
 }

@@ -36,6 +36,7 @@ type cfg struct {
 	auditTopic     string
 	layout         idgen.Layout
 	field          string
+	format         codec.Format
 	dupWindow      time.Duration
 	dupMaxEntries  int
 	maxSkew        time.Duration
@@ -166,6 +167,14 @@ func Layout(l idgen.Layout) Opt { return func(c *cfg) { c.layout = l } }
 // NumberField sets the JSON field read when a record has no
 // flakestream-number header, overriding codec.DefaultField ("order_no").
 func NumberField(name string) Opt { return func(c *cfg) { c.field = name } }
+
+// Format sets the value format the number is read from when a record has
+// no flakestream-number header, overriding JSON (the NumberField of the
+// JSON value). A *schema.Format reads it from the Avro or Protobuf value
+// through the registry: a registry outage (codec.ErrUnavailable) aborts
+// the batch, which is retried; a value it cannot read is audited as
+// invalid.
+func Format(f codec.Format) Opt { return func(c *cfg) { c.format = f } }
 
 // DupWindow sets how long, in number time, a number is remembered to
 // flag it "duplicate" when it comes again, overriding the default 10m.

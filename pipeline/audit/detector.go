@@ -90,7 +90,10 @@ type detectorConfig struct {
 	maxSkew, maxLag  time.Duration      // maxLag 0: no lag check
 	servers, workers map[int64]struct{} // nil: any ID is allowed
 	skipRedelivered  bool               // at-least-once: skip records this instance already wrote
-	now              func() time.Time
+	// valueNumber, if set, reads the number of a record without a number
+	// header from its value, instead of the JSON field.
+	valueNumber func(r *kgo.Record) (int64, bool)
+	now         func() time.Time
 }
 
 // detector decodes numbers and flags anomalies. Its state (the dup window,
@@ -190,7 +193,7 @@ func (d *detector) audit(r *kgo.Record) (rec codec.AuditRecord, set anomalies, s
 	}
 	rec = codec.AuditRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 		RecordUnixMs: r.Timestamp.UnixMilli(), Source: sourceOf(r)}
-	id, ok := numberOf(r, d.cfg.field)
+	id, ok := d.numberOf(r)
 	if !ok {
 		// The partition's last number stays: "backwards" compares numbers.
 		d.lastStaged[k] = lastSeen{offset: r.Offset, id: prev.id, hasID: prev.hasID}
@@ -239,7 +242,7 @@ func (d *detector) audit(r *kgo.Record) (rec codec.AuditRecord, set anomalies, s
 func (d *detector) observe(r *kgo.Record, now time.Time) {
 	k := partKey{r.Topic, r.Partition}
 	prev := d.last[k]
-	if id, ok := numberOf(r, d.cfg.field); ok {
+	if id, ok := d.numberOf(r); ok {
 		d.dups.add(id, d.limitBucket(now.UnixMilli()))
 		d.last[k] = lastSeen{offset: r.Offset, id: id, hasID: true}
 		return
@@ -252,14 +255,26 @@ func (d *detector) observe(r *kgo.Record, now time.Time) {
 func (d *detector) forget(k partKey) { delete(d.last, k) }
 
 // numberOf finds a record's number as codec.RecordNumber says, from the
-// last HeaderNumber header (the worker appends its own after the input's).
-func numberOf(r *kgo.Record, field string) (int64, bool) {
+// last HeaderNumber header (the worker appends its own after the input's),
+// else from the value (valueNumber, or the JSON field).
+func (d *detector) numberOf(r *kgo.Record) (int64, bool) {
+	if h, ok := numberHeader(r); ok {
+		return codec.RecordNumber(h, true, nil, d.cfg.field)
+	}
+	if d.cfg.valueNumber != nil {
+		return d.cfg.valueNumber(r)
+	}
+	return codec.RecordNumber(nil, false, r.Value, d.cfg.field)
+}
+
+// numberHeader returns the record's last HeaderNumber header.
+func numberHeader(r *kgo.Record) ([]byte, bool) {
 	for i := len(r.Headers) - 1; i >= 0; i-- {
 		if r.Headers[i].Key == codec.HeaderNumber {
-			return codec.RecordNumber(r.Headers[i].Value, true, nil, field)
+			return r.Headers[i].Value, true
 		}
 	}
-	return codec.RecordNumber(nil, false, r.Value, field)
+	return nil, false
 }
 
 // sourceOf returns the record's HeaderSource when it is a well-formed UTF-8

@@ -1,0 +1,169 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/codec/schema"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+	"github.com/urfave/cli/v2"
+)
+
+// The schema group: the encoding of order values and, for Avro and
+// Protobuf, the schema registry. run, replay, audit, bench and demo share
+// it, so the worker, replay and the audit read values the same way.
+const (
+	flagValueFormat            = "value-format"
+	flagSchemaRegistry         = "schema-registry"
+	flagSchemaRegistryUser     = "schema-registry-user"
+	flagSchemaRegistryPassword = "schema-registry-password"
+	flagSchemaRegistryTLSCA    = "schema-registry-tls-ca"
+	flagSchemaRegistryTLSCert  = "schema-registry-tls-cert"
+	flagSchemaRegistryTLSKey   = "schema-registry-tls-key"
+	flagSubjectNameStrategy    = "subject-name-strategy"
+)
+
+type schemaConfig struct {
+	valueFormat            string
+	url, user, pass        string
+	tlsCA, tlsCert, tlsKey string
+	strategy               string
+}
+
+func (sc *schemaConfig) flags() []cli.Flag {
+	return []cli.Flag{
+		stringFlag(flagValueFormat, &sc.valueFormat, string(codec.ValueJSON), "encoding of order values: json, or avro or protobuf in the Confluent wire format through --schema-registry"),
+		stringFlag(flagSchemaRegistry, &sc.url, "", "schema registry `URL` (http(s)://[user:password@]host:port; several comma-separated are tried in turn), required for --value-format avro and protobuf"),
+		stringFlag(flagSchemaRegistryUser, &sc.user, "", "schema registry basic-auth user, overriding the URL's user info"),
+		stringFlag(flagSchemaRegistryPassword, &sc.pass, "", "schema registry basic-auth password (prefer FLAKESTREAM_SCHEMA_REGISTRY_PASSWORD to a flag)"),
+		stringFlag(flagSchemaRegistryTLSCA, &sc.tlsCA, "", "PEM `FILE` of CAs to trust for an https schema registry (default: the system pool)"),
+		stringFlag(flagSchemaRegistryTLSCert, &sc.tlsCert, "", "PEM `FILE` of a client certificate for schema registry mTLS"),
+		stringFlag(flagSchemaRegistryTLSKey, &sc.tlsKey, "", "PEM `FILE` of the schema registry client certificate's key"),
+		stringFlag(flagSubjectNameStrategy, &sc.strategy, schema.TopicName.String(), "subject the output schema is registered under: topic (<output topic>-value), record (the record's full name) or topic-record (<output topic>-<full name>)"),
+	}
+}
+
+// valueFormat parses --value-format; a bad value is a usage error.
+func (sc *schemaConfig) parsedFormat() (codec.ValueFormat, error) {
+	vf, err := codec.ParseValueFormat(sc.valueFormat)
+	if err != nil {
+		return "", usageErr("--%s %q: want json, avro or protobuf", flagValueFormat, sc.valueFormat)
+	}
+	return vf, nil
+}
+
+// format returns the Format the flags describe: JSON through cd, or Avro or
+// Protobuf through the registry. outputTopic names the output subject
+// ("" for the audit, which only reads); cd gives the number field, its
+// format, the size limit and the validity check, so every format numbers
+// by the same rules.
+func (sc *schemaConfig) format(cd *codec.Codec, outputTopic string, numberFormat codec.NumberFormat, valid func(int64) error, maxBytes int) (codec.Format, error) {
+	vf, err := sc.parsedFormat()
+	if err != nil {
+		return nil, err
+	}
+	if vf == codec.ValueJSON {
+		return codec.JSONFormat{C: cd}, nil
+	}
+	if sc.url == "" {
+		return nil, usageErr("--%s URL is required for --%s %s", flagSchemaRegistry, flagValueFormat, vf)
+	}
+	strategy, err := schema.ParseSubjectStrategy(sc.strategy)
+	if err != nil {
+		return nil, usageErr("--%s %q: want topic, record or topic-record", flagSubjectNameStrategy, sc.strategy)
+	}
+	tlsCfg, err := sc.tls()
+	if err != nil {
+		return nil, err
+	}
+	f, err := schema.New(schema.Settings{
+		Format: vf, URL: sc.url, Username: sc.user, Password: sc.pass, TLS: tlsCfg,
+		Strategy: strategy, OutputTopic: outputTopic,
+		Field: cd.FieldName(), NumberFormat: numberFormat, MaxBytes: maxBytes, Valid: valid,
+	})
+	return f, asUsage(err)
+}
+
+// tls builds the registry's TLS configuration, or nil for Go's defaults.
+func (sc *schemaConfig) tls() (*tls.Config, error) {
+	if sc.tlsCA == "" && sc.tlsCert == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if sc.tlsCA != "" {
+		pem, err := os.ReadFile(sc.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %w", flagSchemaRegistryTLSCA, err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--%s %s: no PEM certificate in it", flagSchemaRegistryTLSCA, sc.tlsCA)
+		}
+	}
+	if sc.tlsCert != "" {
+		pair, err := tls.LoadX509KeyPair(sc.tlsCert, sc.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("--%s/--%s: %w", flagSchemaRegistryTLSCert, flagSchemaRegistryTLSKey, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+// embeddedRegistry, for demo and bench: when the value format needs a
+// registry and --schema-registry is not given, it starts franz-go's
+// in-memory registry (srfake) on 127.0.0.1 and points the flags at it. stop
+// closes it (a no-op otherwise); kind says which registry is used.
+func (sc *schemaConfig) embeddedRegistry() (kind string, stop func(), err error) {
+	vf, err := sc.parsedFormat()
+	if err != nil {
+		return "", nil, err
+	}
+	switch {
+	case vf == codec.ValueJSON:
+		return "", func() {}, nil
+	case sc.url != "":
+		return redactURL(sc.url), func() {}, nil
+	}
+	r := srfake.New()
+	sc.url = r.URL()
+	return "srfake (embedded) " + r.URL(), r.Close, nil
+}
+
+// demoEvents registers the demo order schema of the Format's value format
+// under "<input topic>-value" and returns a maker of demo order i, framed
+// with its ID, stamped now. For JSON it returns nil: the callers' own JSON
+// events stand.
+func demoEvents(ctx context.Context, f codec.Format, input string) (func(i int) []byte, error) {
+	sf, ok := f.(*schema.Format)
+	if !ok {
+		return nil, nil
+	}
+	id, err := schema.RegisterDemoSchema(ctx, sf.Client(), sf.Name(), input+"-value")
+	if err != nil {
+		return nil, err
+	}
+	vf := sf.Name()
+	return func(i int) []byte {
+		return schema.AppendDemoOrder(nil, vf, id, i, time.Now().UnixMilli())
+	}, nil
+}
+
+// redactURL drops passwords from a (comma-separated) registry URL for a
+// log line.
+func redactURL(raw string) string {
+	var out []string
+	for _, part := range strings.Split(raw, ",") {
+		if u, err := url.Parse(strings.TrimSpace(part)); err == nil {
+			out = append(out, u.Redacted())
+		}
+	}
+	return strings.Join(out, ",")
+}
