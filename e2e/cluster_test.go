@@ -50,12 +50,17 @@ func newClusterEnv(t *testing.T, partitions int32) *e2e.Env {
 // the test can ask which node coordinates it.
 func clusterTxnID(e *e2e.Env) string { return "flakestream-" + e.Group + "-" + clusterWorker }
 
-// clusterBegin starts a run with the one worker on the cluster.
-func clusterBegin(t *testing.T, e *e2e.Env, fault, setup string) *run {
+// clusterBegin starts a run on a 3-node cluster of t's own (4 partitions)
+// with the one worker, writing orders (scaled) at rate, and returns the
+// environment, the run and how long the writing takes.
+func clusterBegin(t *testing.T, orders, rate int, fault, setup string) (*e2e.Env, *run, time.Duration) {
+	t.Helper()
+	e := newClusterEnv(t, 4)
+	n := scaled(e, orders)
 	args := []string{"--max-poll-records", "5000", "--session-timeout", "10s", "--transactional-id", clusterTxnID(e)}
 	r := begin(t, e, fault, "3 nodes, RF 3, min ISR 2; 1 worker, 4 partitions; "+setup, args...)
 	r.p.start(clusterWorker)
-	return r
+	return e, r, r.clusterStream(n, rate)
 }
 
 // clusterStream writes n orders at rate, with bad and numbered ones mixed
@@ -63,6 +68,14 @@ func clusterBegin(t *testing.T, e *e2e.Env, fault, setup string) *run {
 func (r *run) clusterStream(n, rate int) time.Duration {
 	r.stream(e2e.StreamConfig{Records: n, Rate: rate, Mix: orders.Mix{BadPerMille: 2, NumberedPerMille: 2}})
 	return time.Duration(float64(n) / float64(rate) * float64(time.Second))
+}
+
+// killOnce kills, at a random moment between a quarter and half of flow,
+// the node that node names then (what it is to the worker), and starts it
+// again 10 to 20 s later.
+func (r *run) killOnce(flow time.Duration, what string, node func() int) {
+	r.sleepUntil(r.spread(1, flow/4, flow/2)[0])
+	r.bounce(node(), what, true, r.down())
 }
 
 // down returns 10 to 20 s, how long a killed node stays down.
@@ -103,10 +116,8 @@ func (r *run) bounce(n int, what string, kill bool, d time.Duration) {
 // partition's new leader), which must complete or abort what the dead one
 // had open. Kafka's own console consumer reads the output and DLQ again.
 func TestClusterFaultTxnCoordinator(t *testing.T) {
-	e := newClusterEnv(t, 4)
-	n := scaled(e, 500000)
-	r := clusterBegin(t, e, "cluster: SIGKILL txn coordinator x3, restart after 10-20 s", "the worker's transaction coordinator killed 3 times")
-	flow := r.clusterStream(n, 5000)
+	e, r, flow := clusterBegin(t, 500000, 5000, "cluster: SIGKILL txn coordinator x3, restart after 10-20 s",
+		"the worker's transaction coordinator killed 3 times")
 	r.also = func(rep verify.Report) bool { return javaConsumerAgrees(t, e, rep) }
 	for i, at := range r.spread(3, flow/10, flow*3/4) {
 		r.sleepUntil(at)
@@ -124,17 +135,17 @@ func TestClusterFaultLeader(t *testing.T) {
 }
 
 func testClusterLeader(t *testing.T, output bool) {
-	e := newClusterEnv(t, 4)
-	n := scaled(e, 200000)
-	topic, which := e.Input, "input"
+	which := "input"
 	if output {
-		topic, which = e.Output, "output"
+		which = "output"
 	}
-	r := clusterBegin(t, e, "cluster: SIGKILL leader of the "+which+" partitions, restart after 10-20 s",
+	e, r, flow := clusterBegin(t, 200000, 10000, "cluster: SIGKILL leader of the "+which+" partitions, restart after 10-20 s",
 		"the node leading most "+which+" partitions killed")
-	flow := r.clusterStream(n, 10000)
-	r.sleepUntil(r.spread(1, flow/4, flow/2)[0])
-	r.bounce(mostLeader(e.Kafka.Leaders(t, topic)), "leader of "+which, true, r.down())
+	topic := e.Input
+	if output {
+		topic = e.Output
+	}
+	r.killOnce(flow, "leader of "+which, func() int { return mostLeader(e.Kafka.Leaders(t, topic)) })
 	r.finish(flow + 4*time.Minute)
 }
 
@@ -158,12 +169,9 @@ func mostLeader(leaders map[int32]int) int {
 // the transaction, TxnOffsetCommit) and heartbeats move to the node that
 // takes over the __consumer_offsets partition.
 func TestClusterFaultGroupCoordinator(t *testing.T) {
-	e := newClusterEnv(t, 4)
-	n := scaled(e, 200000)
-	r := clusterBegin(t, e, "cluster: SIGKILL group coordinator, restart after 10-20 s", "the worker's group coordinator killed")
-	flow := r.clusterStream(n, 10000)
-	r.sleepUntil(r.spread(1, flow/4, flow/2)[0])
-	r.bounce(e.Kafka.GroupCoordinator(t, e.Group), "group coordinator", true, r.down())
+	e, r, flow := clusterBegin(t, 200000, 10000, "cluster: SIGKILL group coordinator, restart after 10-20 s",
+		"the worker's group coordinator killed")
+	r.killOnce(flow, "group coordinator", func() int { return e.Kafka.GroupCoordinator(t, e.Group) })
 	r.finish(flow + 4*time.Minute)
 }
 
@@ -171,10 +179,8 @@ func TestClusterFaultGroupCoordinator(t *testing.T) {
 // (a controlled shutdown), starts again, and the next waits until every
 // replica is back in sync.
 func TestClusterFaultRollingRestart(t *testing.T) {
-	e := newClusterEnv(t, 4)
-	n := scaled(e, 400000)
-	r := clusterBegin(t, e, "cluster: rolling restart (SIGTERM each node in turn)", "nodes 1, 2, 3 stopped and started in turn")
-	flow := r.clusterStream(n, 10000)
+	_, r, flow := clusterBegin(t, 400000, 10000, "cluster: rolling restart (SIGTERM each node in turn)",
+		"nodes 1, 2, 3 stopped and started in turn")
 	r.sleepUntil(flow / 10)
 	for node := 1; node <= clusterNodes; node++ {
 		r.bounce(node, "rolling restart", false, 2*time.Second)
@@ -187,10 +193,8 @@ func TestClusterFaultRollingRestart(t *testing.T) {
 // still accepts. Kafka's console consumer reads the output again with the
 // node down.
 func TestClusterFaultNodeDown(t *testing.T) {
-	e := newClusterEnv(t, 4)
-	n := scaled(e, 300000)
-	r := clusterBegin(t, e, "cluster: one node down for the second half (ISR 2)", "a random node killed halfway and left down")
-	flow := r.clusterStream(n, 10000)
+	e, r, flow := clusterBegin(t, 300000, 10000, "cluster: one node down for the second half (ISR 2)",
+		"a random node killed halfway and left down")
 	r.also = func(rep verify.Report) bool { return javaConsumerAgrees(t, e, rep) }
 	node := 1 + r.rng.IntN(clusterNodes)
 	r.sleepUntil(flow / 2)

@@ -1,25 +1,20 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/runtime"
-	"github.com/chromedp/chromedp"
-	"github.com/flakestream/flakestream/internal/testenv"
+	"github.com/flakestream/flakestream/internal/browsertest"
 	"github.com/flakestream/flakestream/internal/verify"
 )
 
@@ -174,64 +169,16 @@ func TestDemoServeFlagErrors(t *testing.T) {
 	}
 }
 
-// chromium finds Debian's chromium, or skips (fails under CI=true), as the
-// audit page's own test does.
-func chromium(t *testing.T) string {
-	t.Helper()
-	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
-		return "/usr/bin/chromium"
-	}
-	if p, err := exec.LookPath("chromium"); err == nil {
-		return p
-	}
-	testenv.Missing(t, "no chromium for the live page screenshot (apt-get install chromium)")
-	return ""
-}
-
 // The live page of `demo --serve` in headless Chromium, with data: the
 // audited count rising, both issuers' rates drawn, no anomaly. Its
 // screenshot goes to $FLAKESTREAM_ARTIFACTS (if set) and, with
 // -update-screenshot, to docs/demo-serve.png for the README.
 func TestDemoServeScreenshot(t *testing.T) {
-	chrome := chromium(t)
+	chrome := browsertest.Chromium(t)
 	_, u := startServe(t, "--rate", "1000", "--partitions", "4")
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chrome), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	var mu sync.Mutex
-	var jsErrors []string
-	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
-		if e, ok := ev.(*runtime.EventExceptionThrown); ok {
-			mu.Lock()
-			jsErrors = append(jsErrors, e.ExceptionDetails.Text)
-			mu.Unlock()
-		}
-	}))
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
-	defer cancel()
-	eval := func(expr string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
-		if err != nil {
-			t.Fatalf("evaluate %s: %v", expr, err)
-		}
-		return s
-	}
-	waitJS := func(what, expr string) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
-			t.Fatalf("%s: %v\npage text:\n%.2000s", what, err, eval(`document.querySelector("main").innerText`))
-		}
-	}
-	if err := chromedp.Do(ctx, chromedp.Navigate(u.page)); err != nil {
-		t.Fatalf("load %s: %v", u.page, err)
-	}
+	tab := browsertest.Start(t, chrome)
+	eval, waitJS := tab.Eval, tab.WaitJS
+	tab.Navigate(u.page)
 	count := func() int {
 		n, _ := strconv.Atoi(eval(`document.getElementById("audited").textContent.replace(/\D/g, "")`))
 		return n
@@ -254,10 +201,7 @@ func TestDemoServeScreenshot(t *testing.T) {
 	}
 	// The window, not the full page: the cards, the anomalies, the rates
 	// and the newest records, as a user first sees them.
-	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
+	png := tab.Screenshot(false)
 	var paths []string
 	if d := os.Getenv("FLAKESTREAM_ARTIFACTS"); d != "" {
 		paths = append(paths, filepath.Join(d, "demo-serve.png"))
@@ -277,9 +221,5 @@ func TestDemoServeScreenshot(t *testing.T) {
 		}
 		t.Logf("screenshot: %s", p)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(jsErrors) > 0 {
-		t.Fatalf("JavaScript errors: %q", jsErrors)
-	}
+	tab.NoJSErrors()
 }

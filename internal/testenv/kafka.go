@@ -262,9 +262,8 @@ func KafkaTopicName(t testing.TB) string {
 // same address with the same data. Only for KafkaRestartable clusters.
 func (c *KafkaCluster) Stop(t testing.TB) {
 	t.Helper()
-	c.mu.Lock()
+	c.lockRestartable(t)
 	defer c.mu.Unlock()
-	c.checkRestartable(t)
 	switch c.Kind {
 	case KafkaKindFake:
 		if c.fake != nil {
@@ -285,9 +284,8 @@ func (c *KafkaCluster) Kill(t testing.TB) {
 		c.Stop(t)
 		return
 	}
-	c.mu.Lock()
+	c.lockRestartable(t)
 	defer c.mu.Unlock()
-	c.checkRestartable(t)
 	c.stopProc(t, syscall.SIGUSR1, "kill")
 }
 
@@ -308,26 +306,11 @@ func (c *KafkaCluster) stopProc(t testing.TB, sig syscall.Signal, verb string) {
 // Start starts a stopped cluster again on the same address and data.
 func (c *KafkaCluster) Start(t testing.TB) {
 	t.Helper()
-	c.mu.Lock()
+	c.lockRestartable(t)
 	defer c.mu.Unlock()
-	c.checkRestartable(t)
 	switch c.Kind {
 	case KafkaKindFake:
-		if c.fake != nil {
-			return
-		}
-		var err error
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			c.fake, err = kfake.NewCluster(c.fakeOpts...)
-			if err == nil || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(50 * time.Millisecond) // the port may linger a moment
-		}
-		if err != nil {
-			t.Fatalf("testenv: restart kfake: %v", err)
-		}
+		c.startFake(t)
 	case KafkaKindLocal:
 		if c.proc != nil {
 			return
@@ -343,6 +326,27 @@ func (c *KafkaCluster) Start(t testing.TB) {
 	}
 }
 
+// startFake starts the stopped kfake cluster again on its address. The
+// caller holds c.mu.
+func (c *KafkaCluster) startFake(t testing.TB) {
+	t.Helper()
+	if c.fake != nil {
+		return
+	}
+	var err error
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.fake, err = kfake.NewCluster(c.fakeOpts...)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // the port may linger a moment
+	}
+	if err != nil {
+		t.Fatalf("testenv: restart kfake: %v", err)
+	}
+}
+
 // Restart is Stop then Start: the cluster comes back on the same address
 // with its topics, committed offsets and transactions.
 func (c *KafkaCluster) Restart(t testing.TB) {
@@ -351,11 +355,14 @@ func (c *KafkaCluster) Restart(t testing.TB) {
 	c.Start(t)
 }
 
-func (c *KafkaCluster) checkRestartable(t testing.TB) {
+// lockRestartable locks c.mu for Stop, Kill or Start, which the caller
+// unlocks, after failing the test if c was not asked for as restartable.
+func (c *KafkaCluster) lockRestartable(t testing.TB) {
 	t.Helper()
 	if !c.restartable {
 		t.Fatalf("testenv: this %s Kafka cannot be stopped or restarted; ask Kafka/RealKafka for KafkaRestartable()", c.Kind)
 	}
+	c.mu.Lock()
 }
 
 // ------------------------------------------------------------------ kinds
@@ -411,6 +418,21 @@ func kafkaStartFake(t testing.TB, restartable bool) *KafkaCluster {
 	return c
 }
 
+// kafkaStartLocal starts one scripts/kafka-local broker on data directory
+// dir, with flags (after --data-dir), stopped by the script after timeout
+// or within a second or two of this process's end.
+func kafkaStartLocal(t testing.TB, dir, timeout string, flags ...string) *KafkaCluster {
+	t.Helper()
+	args := append([]string{"run", "--data-dir", dir}, flags...)
+	args = append(args, "--timeout", timeout, "--watch-pid", strconv.Itoa(os.Getpid()))
+	logPath := filepath.Join(dir, "kafka-local.out")
+	proc, addr, err := kafkaRunScript(args, dir, logPath)
+	if err != nil {
+		t.Fatalf("testenv: start kafka: %v", err)
+	}
+	return &KafkaCluster{Addrs: []string{addr}, Kind: KafkaKindLocal, proc: proc, args: args, dataDir: dir, logPath: logPath}
+}
+
 // kafkaShared is the one scripts/kafka-local broker of this test process
 // (Kafka with FLAKESTREAM_KAFKA_LOCAL=1, and RealKafka). It is not stopped
 // by a test's cleanup: the script watches this process's pid and stops the
@@ -437,38 +459,24 @@ func kafkaSharedLocal(t testing.TB) *KafkaCluster {
 		t.Fatalf("testenv: %v", err)
 	}
 	// --ephemeral: the script removes dir (data, log, address file) at stop.
-	args := []string{"run", "--data-dir", dir, "--ephemeral", "--timeout", kafkaProcessTimeout(),
-		"--watch-pid", strconv.Itoa(os.Getpid())}
-	logPath := filepath.Join(dir, "kafka-local.out")
-	proc, addr, err := kafkaRunScript(args, dir, logPath)
-	if err != nil {
-		t.Fatalf("testenv: start kafka: %v", err)
-	}
-	c := &KafkaCluster{Addrs: []string{addr}, Kind: KafkaKindLocal, proc: proc, args: args,
-		dataDir: dir, logPath: logPath, shared: true}
+	c := kafkaStartLocal(t, dir, kafkaProcessTimeout(), "--ephemeral")
+	c.shared = true
 	kafkaShared.c = c
-	t.Logf("testenv: started shared Apache Kafka at %s (log %s)", addr, logPath)
+	t.Logf("testenv: started shared Apache Kafka at %s (log %s)", c.Addrs[0], c.logPath)
 	return c
 }
 
 func kafkaStartOwnLocal(t testing.TB) *KafkaCluster {
 	t.Helper()
 	dir := t.TempDir() // removed after the cleanup below has stopped the broker
-	args := []string{"run", "--data-dir", dir, "--timeout", kafkaTestTimeout(t),
-		"--watch-pid", strconv.Itoa(os.Getpid())}
-	logPath := filepath.Join(dir, "kafka-local.out")
-	proc, addr, err := kafkaRunScript(args, dir, logPath)
-	if err != nil {
-		t.Fatalf("testenv: start kafka: %v", err)
-	}
-	c := &KafkaCluster{Addrs: []string{addr}, Kind: KafkaKindLocal, proc: proc, args: args,
-		dataDir: dir, logPath: logPath, restartable: true}
+	c := kafkaStartLocal(t, dir, kafkaTestTimeout(t))
+	c.restartable = true
 	t.Cleanup(func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.proc != nil {
 			if err := c.proc.stop(syscall.SIGTERM); err != nil {
-				t.Errorf("testenv: stop kafka: %v\n%s", err, kafkaTail(logPath))
+				t.Errorf("testenv: stop kafka: %v\n%s", err, kafkaTail(c.logPath))
 			}
 			c.proc = nil
 		}

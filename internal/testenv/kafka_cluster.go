@@ -157,61 +157,70 @@ func (c *KafkaCluster) GroupCoordinator(t testing.TB, group string) int {
 
 func (c *KafkaCluster) coordinator(t testing.TB, kind, key string, find func(context.Context, *kadm.Client) (kadm.FindCoordinatorResponses, error)) int {
 	t.Helper()
-	adm := c.Admin(t)
-	var last error
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	var node int
+	c.adminRetry(t, fmt.Sprintf("find the %s coordinator of %q", kind, key), func(ctx context.Context, adm *kadm.Client) error {
 		resps, err := find(ctx, adm)
-		cancel()
-		if err == nil {
-			r, ok := resps[key]
-			switch {
-			case !ok:
-				err = fmt.Errorf("no answer for %q", key)
-			case r.Err != nil:
-				err = r.Err
-			default:
-				return int(r.NodeID)
-			}
+		if err != nil {
+			return err
 		}
-		last = err
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("testenv: find the %s coordinator of %q: %v", kind, key, last)
-	return 0
+		r, ok := resps[key]
+		switch {
+		case !ok:
+			return fmt.Errorf("no answer for %q", key)
+		case r.Err != nil:
+			return r.Err
+		}
+		node = int(r.NodeID)
+		return nil
+	})
+	return node
 }
 
 // Leaders returns the leader node of each partition of topic.
 func (c *KafkaCluster) Leaders(t testing.TB, topic string) map[int32]int {
+	t.Helper()
+	var out map[int32]int
+	c.adminRetry(t, fmt.Sprintf("leaders of %q", topic), func(ctx context.Context, adm *kadm.Client) error {
+		md, err := adm.Metadata(ctx, topic)
+		if err == nil {
+			err = md.Topics[topic].Err
+		}
+		if err != nil {
+			return err
+		}
+		out = map[int32]int{}
+		for _, p := range md.Topics[topic].Partitions {
+			if p.Err == nil && p.Leader >= 0 {
+				out[p.Partition] = int(p.Leader)
+			}
+		}
+		if len(out) == len(md.Topics[topic].Partitions) && len(out) > 0 {
+			return nil
+		}
+		return fmt.Errorf("%d of %d partitions have a leader", len(out), len(md.Topics[topic].Partitions))
+	})
+	return out
+}
+
+// adminRetry calls try with the cluster's admin client and a 10s context
+// every 200ms, for up to a minute, until it returns nil; then it fails the
+// test with what (the step) and try's last error. Metadata answers lag
+// behind a broker that has just started, stopped or moved a leader.
+func (c *KafkaCluster) adminRetry(t testing.TB, what string, try func(context.Context, *kadm.Client) error) {
 	t.Helper()
 	adm := c.Admin(t)
 	var last error
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		md, err := adm.Metadata(ctx, topic)
+		last = try(ctx, adm)
 		cancel()
-		if err == nil {
-			err = md.Topics[topic].Err
+		if last == nil {
+			return
 		}
-		if err == nil {
-			out := map[int32]int{}
-			for _, p := range md.Topics[topic].Partitions {
-				if p.Err == nil && p.Leader >= 0 {
-					out[p.Partition] = int(p.Leader)
-				}
-			}
-			if len(out) == len(md.Topics[topic].Partitions) && len(out) > 0 {
-				return out
-			}
-			err = fmt.Errorf("%d of %d partitions have a leader", len(out), len(md.Topics[topic].Partitions))
-		}
-		last = err
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Fatalf("testenv: leaders of %q: %v", topic, last)
-	return nil
+	t.Fatalf("testenv: %s: %v", what, last)
 }
 
 // WaitInSync waits until every partition of every topic (the internal

@@ -1,7 +1,7 @@
 package verify
 
 import (
-	"bytes"
+	"context"
 	"strconv"
 	"sync"
 	"time"
@@ -17,6 +17,17 @@ import (
 type Numberer interface {
 	Inspect(value []byte) codec.Inspection
 	AppendNumbered(dst, value []byte, insp codec.Inspection, id int64) []byte
+}
+
+// plainNumberer is a Numberer as outputRecord takes it; it never fails.
+type plainNumberer struct{ n Numberer }
+
+func (p plainNumberer) Inspect(_ context.Context, value []byte) (codec.Inspection, error) {
+	return p.n.Inspect(value), nil
+}
+
+func (p plainNumberer) AppendNumbered(_ context.Context, dst, value []byte, insp codec.Inspection, id int64) ([]byte, error) {
+	return p.n.AppendNumbered(dst, value, insp, id), nil
 }
 
 // DefaultNumberWindow is how much number time a Stream's uniqueness check
@@ -217,22 +228,10 @@ func (s *Stream) match(k srcKey, r *kgo.Record, dead bool, item *orderItem) {
 		a.seenBelow++
 	}
 	if dead {
-		s.deadLetter(srcStr, in, r)
+		s.rep.deadLetterRecord(srcStr, in, r)
 		return
 	}
 	s.output(k, srcStr, in, r, item)
-}
-
-func (s *Stream) deadLetter(srcStr string, in, d *kgo.Record) {
-	rep := &s.rep
-	rep.DLQ++
-	if !bytes.Equal(d.Value, in.Value) {
-		rep.problem(&rep.Mismatched, "dead letter for %s: bytes changed", srcStr)
-	}
-	if class, _ := Header(d, codec.HeaderErrorClass); class == "" {
-		rep.problem(&rep.Mismatched, "dead letter for %s has no %s header", srcStr, codec.HeaderErrorClass)
-	}
-	sameRecord(rep, srcStr, in, d)
 }
 
 func (s *Stream) output(k srcKey, srcStr string, in, o *kgo.Record, item *orderItem) {
@@ -244,27 +243,11 @@ func (s *Stream) output(k srcKey, srcStr string, in, o *kgo.Record, item *orderI
 		return
 	}
 	s.unique(k, srcStr, id)
-	insp := s.c.Inspect(in.Value)
-	var want []byte
-	switch insp.Kind {
-	case codec.HasNumber:
-		rep.Passthrough++
-		want = in.Value
-		if insp.Number != id {
-			rep.problem(&rep.Mismatched, "passthrough %s: header number %d, value number %d", srcStr, id, insp.Number)
-		}
-	case codec.NeedsNumber:
-		rep.Numbered++
-		want = s.c.AppendNumbered(nil, in.Value, insp, id)
-	default:
-		rep.problem(&rep.Mismatched, "%s is %s but reached the output", srcStr, insp.Class())
+	renewed, ok := rep.outputRecord(context.Background(), plainNumberer{s.c}, srcStr, in, o, id)
+	if !ok {
 		return
 	}
-	if !bytes.Equal(o.Value, want) {
-		rep.problem(&rep.Mismatched, "output for %s: value %q, want %q", srcStr, o.Value, want)
-	}
-	sameRecord(rep, srcStr, in, o)
-	item.id, item.renewed, item.skip = id, insp.Kind == codec.NeedsNumber, false
+	item.id, item.renewed, item.skip = id, renewed, false
 }
 
 // checkOrder checks a's outputs in the order they were read, up to the

@@ -138,34 +138,11 @@ func (k *checker) output(o *kgo.Record) {
 		rep.problem(&rep.Reissued, "number %d given to %s and %s", id, prev, srcKey)
 	}
 	k.numbers[id] = srcKey
-	insp, err := k.c.Inspect(k.ctx, in.Value)
-	if err != nil {
-		rep.problem(&rep.Mismatched, "output for %s: inspect the input: %v", srcKey, err)
+	renewed, ok := rep.outputRecord(k.ctx, k.c, srcKey, in, o, id)
+	if !ok {
 		return
 	}
-	var want []byte
-	switch insp.Kind {
-	case codec.HasNumber:
-		rep.Passthrough++
-		want = in.Value
-		if insp.Number != id {
-			rep.problem(&rep.Mismatched, "passthrough %s: header number %d, value number %d", srcKey, id, insp.Number)
-		}
-	case codec.NeedsNumber:
-		rep.Numbered++
-		if want, err = k.c.AppendNumbered(k.ctx, nil, in.Value, insp, id); err != nil {
-			rep.problem(&rep.Mismatched, "output for %s: number the input: %v", srcKey, err)
-			return
-		}
-	default:
-		rep.problem(&rep.Mismatched, "%s is %s but reached the output", srcKey, insp.Class())
-		return
-	}
-	if !bytes.Equal(o.Value, want) {
-		rep.problem(&rep.Mismatched, "output for %s: value %q, want %q", srcKey, o.Value, want)
-	}
-	sameRecord(rep, srcKey, in, o)
-	k.order = append(k.order, placed{src: in, out: o, id: id, renewed: insp.Kind == codec.NeedsNumber})
+	k.order = append(k.order, placed{src: in, out: o, id: id, renewed: renewed})
 }
 
 // source finds the input record that r (an output or a dead letter,
@@ -188,14 +165,7 @@ func (k *checker) deadLetter(d *kgo.Record) {
 	if in == nil {
 		return
 	}
-	rep.DLQ++
-	if !bytes.Equal(d.Value, in.Value) {
-		rep.problem(&rep.Mismatched, "dead letter for %s: bytes changed", srcKey)
-	}
-	if class, _ := Header(d, codec.HeaderErrorClass); class == "" {
-		rep.problem(&rep.Mismatched, "dead letter for %s has no %s header", srcKey, codec.HeaderErrorClass)
-	}
-	sameRecord(rep, srcKey, in, d)
+	rep.deadLetterRecord(srcKey, in, d)
 }
 
 // tally counts the inputs lost and duplicated.
@@ -248,6 +218,64 @@ func (k *checker) checkOrder() {
 			lastID[k] = p.id
 		}
 	}
+}
+
+// numberer is what outputRecord needs of the worker's value format:
+// codec.Format, or a Stream's Numberer through plainNumberer.
+type numberer interface {
+	Inspect(ctx context.Context, value []byte) (codec.Inspection, error)
+	AppendNumbered(ctx context.Context, dst, value []byte, insp codec.Inspection, id int64) ([]byte, error)
+}
+
+// outputRecord counts output record o, numbered id, of input in (named
+// srcKey) as numbered or passed through, and checks its bytes against what
+// f makes of the input and what the worker keeps of the record. Check and
+// Stream both account with it. renewed says whether o got a new number; ok
+// is false if in should not have reached the output at all, or f failed
+// (a registry error, counted as a mismatch naming the record).
+func (r *Report) outputRecord(ctx context.Context, f numberer, srcKey string, in, o *kgo.Record, id int64) (renewed, ok bool) {
+	insp, err := f.Inspect(ctx, in.Value)
+	if err != nil {
+		r.problem(&r.Mismatched, "output for %s: inspect the input: %v", srcKey, err)
+		return false, false
+	}
+	var want []byte
+	switch insp.Kind {
+	case codec.HasNumber:
+		r.Passthrough++
+		want = in.Value
+		if insp.Number != id {
+			r.problem(&r.Mismatched, "passthrough %s: header number %d, value number %d", srcKey, id, insp.Number)
+		}
+	case codec.NeedsNumber:
+		r.Numbered++
+		if want, err = f.AppendNumbered(ctx, nil, in.Value, insp, id); err != nil {
+			r.problem(&r.Mismatched, "output for %s: number the input: %v", srcKey, err)
+			return false, false
+		}
+	default:
+		r.problem(&r.Mismatched, "%s is %s but reached the output", srcKey, insp.Class())
+		return false, false
+	}
+	if !bytes.Equal(o.Value, want) {
+		r.problem(&r.Mismatched, "output for %s: value %q, want %q", srcKey, o.Value, want)
+	}
+	sameRecord(r, srcKey, in, o)
+	return insp.Kind == codec.NeedsNumber, true
+}
+
+// deadLetterRecord counts dead letter d of input in (named srcKey) and
+// checks that it carries the input's bytes unchanged and an error class.
+// Check and Stream both account with it.
+func (r *Report) deadLetterRecord(srcKey string, in, d *kgo.Record) {
+	r.DLQ++
+	if !bytes.Equal(d.Value, in.Value) {
+		r.problem(&r.Mismatched, "dead letter for %s: bytes changed", srcKey)
+	}
+	if class, _ := Header(d, codec.HeaderErrorClass); class == "" {
+		r.problem(&r.Mismatched, "dead letter for %s has no %s header", srcKey, codec.HeaderErrorClass)
+	}
+	sameRecord(r, srcKey, in, d)
 }
 
 // sameRecord checks what the worker keeps: key, timestamp, and the input's

@@ -43,44 +43,62 @@ func TestCheckAcceptsACorrectRun(t *testing.T) {
 	}
 }
 
+// fault is one kind of fault the accounting exists for: mutate spoils a
+// correct run, field is the Report counter that must catch it.
+type fault struct {
+	name   string
+	mutate func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record)
+	field  func(Report) int
+}
+
+// faults are the faults both Check and Stream must catch.
+var faults = []fault{
+	{"lost", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) { return out[:1], dlq },
+		func(r Report) int { return r.Lost }},
+	{"lost dead letter", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) { return out, nil },
+		func(r Report) int { return r.Lost }},
+	{"duplicated", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) { return append(out, out[1]), dlq },
+		func(r Report) int { return r.Duplicated }},
+	{"duplicated dead letter", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) { return out, append(dlq, dlq[0]) },
+		func(r Report) int { return r.Duplicated }},
+	{"reissued", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) {
+		out[1].Headers[0].Value = []byte("100")
+		out[1].Value = []byte(`{"a":2,"order_no":"100"}`)
+		return out, dlq
+	}, func(r Report) int { return r.Reissued }},
+	{"bytes changed", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) {
+		out[0].Value = []byte(`{"a": 1,"order_no":"100"}`)
+		return out, dlq
+	}, func(r Report) int { return r.Mismatched }},
+	{"dead letter changed", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) {
+		dlq[0].Value = []byte("not json!")
+		return out, dlq
+	}, func(r Report) int { return r.Mismatched }},
+	{"key changed", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) {
+		out[0].Key = []byte("other")
+		return out, dlq
+	}, func(r Report) int { return r.Mismatched }},
+	{"timestamp changed", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) {
+		out[1].Timestamp = out[1].Timestamp.Add(time.Millisecond)
+		return out, dlq
+	}, func(r Report) int { return r.Mismatched }},
+	{"out of order", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) {
+		out[0].Offset, out[1].Offset = 1, 0
+		return out, dlq
+	}, func(r Report) int { return r.OrderViolations }},
+	{"unattributed", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) {
+		out[0].Headers[1].Value = []byte("elsewhere/0/0")
+		return out, dlq
+	}, func(r Report) int { return r.Unattributed }},
+	{"no source", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) {
+		out[0].Headers = out[0].Headers[:1]
+		return out, dlq
+	}, func(r Report) int { return r.Unattributed }},
+}
+
 // Each kind of fault the accounting exists for is caught.
 func TestCheckCatchesFaults(t *testing.T) {
-	cases := []struct {
-		name   string
-		mutate func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record)
-		field  func(Report) int
-	}{
-		{"lost", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) { return out[:1], dlq },
-			func(r Report) int { return r.Lost }},
-		{"duplicated", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) { return append(out, out[1]), dlq },
-			func(r Report) int { return r.Duplicated }},
-		{"reissued", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) {
-			out[1].Headers[0].Value = []byte("100")
-			out[1].Value = []byte(`{"a":2,"order_no":"100"}`)
-			return out, dlq
-		}, func(r Report) int { return r.Reissued }},
-		{"bytes changed", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) {
-			out[0].Value = []byte(`{"a": 1,"order_no":"100"}`)
-			return out, dlq
-		}, func(r Report) int { return r.Mismatched }},
-		{"dead letter changed", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) {
-			dlq[0].Value = []byte("not json!")
-			return out, dlq
-		}, func(r Report) int { return r.Mismatched }},
-		{"key changed", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) {
-			out[0].Key = []byte("other")
-			return out, dlq
-		}, func(r Report) int { return r.Mismatched }},
-		{"out of order", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) {
-			out[0].Offset, out[1].Offset = 1, 0
-			return out, dlq
-		}, func(r Report) int { return r.OrderViolations }},
-		{"unattributed", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) {
-			out[0].Headers[1].Value = []byte("elsewhere/0/0")
-			return out, dlq
-		}, func(r Report) int { return r.Unattributed }},
-	}
-	for _, tc := range cases {
+	for _, tc := range faults {
 		t.Run(tc.name, func(t *testing.T) {
 			c, in, out, dlq := fixture(t)
 			out, dlq = tc.mutate(in, out, dlq)

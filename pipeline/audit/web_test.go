@@ -1,41 +1,24 @@
 package audit
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/runtime"
-	"github.com/chromedp/chromedp"
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/internal/browsertest"
 	"github.com/flakestream/flakestream/internal/pipetest"
 	"github.com/flakestream/flakestream/internal/testenv"
 	"github.com/flakestream/flakestream/pipeline"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// chromium finds Debian's chromium, or skips (fails under CI=true).
-func chromium(t *testing.T) string {
-	t.Helper()
-	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
-		return "/usr/bin/chromium"
-	}
-	if p, err := exec.LookPath("chromium"); err == nil {
-		return p
-	}
-	testenv.Missing(t, "no chromium for the live page test (apt-get install chromium)")
-	return ""
-}
 
 // artifactDir is where screenshots go: FLAKESTREAM_ARTIFACTS if set, else
 // the test's temporary directory.
@@ -87,7 +70,7 @@ func TestAuditPageServes(t *testing.T) {
 // the anomaly counts, and updates without a reload when more records are
 // audited. Screenshots of both states are saved as test artifacts.
 func TestAuditLivePage(t *testing.T) {
-	chrome := chromium(t)
+	chrome := browsertest.Chromium(t)
 	k := testenv.Kafka(t)
 	topic := k.NewTopic(t, 2)
 	audit := topic + ".audit"
@@ -106,63 +89,25 @@ func TestAuditLivePage(t *testing.T) {
 	produceTo(t, k, recs...)
 	waitAudited(t, 41, run)
 
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chrome), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	var mu sync.Mutex
-	var jsErrors []string
-	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
-		// Runs in the tab's loop: record and return.
-		if e, ok := ev.(*runtime.EventExceptionThrown); ok {
-			mu.Lock()
-			jsErrors = append(jsErrors, e.ExceptionDetails.Text)
-			mu.Unlock()
-		}
-	}))
-	defer cancelBrowser()
-	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
-	defer cancel()
+	tab := browsertest.Start(t, chrome)
+	tab.PollTimeout = 20 * time.Second
+	eval, waitJS := tab.Eval, tab.WaitJS
 	dir := artifactDir(t)
 	shot := func(name string) {
 		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot: %v", err)
-		}
+		png := tab.Screenshot(true)
 		path := filepath.Join(dir, name)
 		if err := os.WriteFile(path, png, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("screenshot: %s", path)
 	}
-	waitJS := func(what, expr string) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
-			page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("main").innerText`))
-			t.Fatalf("%s: %v\npage text:\n%.2000s", what, err, page)
-		}
-	}
-	eval := func(expr string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
-		if err != nil {
-			t.Fatalf("evaluate %s: %v", expr, err)
-		}
-		return s
-	}
 	text := func(id string) string {
 		return eval(`document.getElementById(` + fmt.Sprintf("%q", id) + `).textContent`)
 	}
 
 	url := "http://" + addr.String() + "/"
-	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
-		t.Fatalf("load %s: %v", url, err)
-	}
+	tab.Navigate(url)
 	waitJS("41 records audited", `document.getElementById("audited").textContent === "41"`)
 	waitJS("41 rows of latest records", `document.querySelectorAll("#records tbody tr").length === 41`)
 	waitJS("one duplicate", `document.getElementById("anom-duplicate").textContent === "1"`)
@@ -198,9 +143,5 @@ func TestAuditLivePage(t *testing.T) {
 		t.Fatalf("status %q, want live", s)
 	}
 	shot("audit-page-2.png")
-	mu.Lock()
-	defer mu.Unlock()
-	if len(jsErrors) > 0 {
-		t.Fatalf("JavaScript errors: %q", jsErrors)
-	}
+	tab.NoJSErrors()
 }
