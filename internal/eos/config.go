@@ -97,11 +97,13 @@ type Config struct {
 	//     never poll a record, let alone produce one. An error wrapping
 	//     ErrFatal ends Run; any other replaces the session after a
 	//     backoff, which calls it again.
-	//   - right after Begin of the first transaction after one that did not
-	//     commit, before anything is produced. An error aborts that
-	//     transaction with TryAbort (the consumer rewinds to the committed
-	//     offsets, so the batch is read again) and is retried after a
-	//     backoff (ErrFatal ends Run).
+	//   - after every transaction that did not commit (an abort, a
+	//     rebalance, a failed produce), before the next poll: the abort
+	//     has rewound the consumer to the committed offsets, no
+	//     transaction is open, and an orphan left on __consumer_offsets
+	//     would hold that poll on UNSTABLE_OFFSET_COMMIT. An error is
+	//     retried after a backoff, before anything is polled (ErrFatal
+	//     ends Run).
 	// partitions are what Step.Start returned (the output and DLQ topics;
 	// the audit topic for the auditor) and ConsumerOffsetsTopic with nil
 	// partitions (all of them). nil calls nothing.

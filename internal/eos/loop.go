@@ -163,6 +163,20 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 	}
 	guard := false // due again after every transaction that did not commit
 	for {
+		if guard {
+			// Before polling again after a transaction that did not
+			// commit: an orphan its abort left on __consumer_offsets
+			// would hold the next poll on UNSTABLE_OFFSET_COMMIT for
+			// good, and one on an output partition must be gone before
+			// the next produce. Nothing is polled while it fails.
+			if err := l.cfg.BeforeProduce(ctx, s.Client, guardParts); err != nil {
+				if stop, err := r.after(ctx, fmt.Errorf("orphaned-transaction guard: %w", err)); stop {
+					return err
+				}
+				continue
+			}
+			guard = false
+		}
 		fetches := s.Client.PollRecords(ctx, l.cfg.MaxPollRecords)
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			// Nothing of this poll was produced: its records stay
@@ -173,7 +187,9 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 		polled := fetches.NumRecords() // markers included: trim drops them
 		if err == nil && polled > 0 {
 			if txn != nil {
-				err = l.transactGuarded(ctx, txn, fetches, guardParts, &guard)
+				var committed bool
+				committed, err = l.transact(ctx, txn, fetches)
+				guard = !committed && l.cfg.BeforeProduce != nil
 			} else {
 				err = l.handleThenCommit(ctx, s.Client, fetches)
 			}

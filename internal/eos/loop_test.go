@@ -189,10 +189,10 @@ func TestBeforeProduceRunsBeforeTheFirstPoll(t *testing.T) {
 	runUntil(t, l, "the guard on an empty input", func() bool { return calls.Load() == 1 })
 }
 
-// A guard that fails inside a transaction (after an aborted one) aborts it
-// with TryAbort, which rewinds the polled batch: it is read again, the
-// guard runs again before it, and every record commits once.
-func TestGuardFailureInATransactionRewinds(t *testing.T) {
+// A guard that fails after an aborted transaction holds the next poll: it
+// is retried after a backoff, nothing is produced before it passes, and
+// every record (read again from the committed offsets) commits once.
+func TestGuardFailureAfterAnAbortIsRetriedBeforePolling(t *testing.T) {
 	brokers := cluster(t, 1, "in", "out")
 	produceTxn(t, brokers, "in", 1, 3)
 	var calls atomic.Int32

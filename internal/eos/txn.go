@@ -2,7 +2,6 @@ package eos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -28,32 +27,9 @@ func (t *Tx) ProduceSync(ctx context.Context, r *kgo.Record) error {
 	return err
 }
 
-// transactGuarded runs the batch, and the orphaned-transaction guard first
-// when it is due (after a transaction that did not commit). The guard runs
-// inside the begun transaction, before anything is produced; if it fails,
-// the transaction is aborted with TryAbort, which rewinds the consumer to
-// the committed offsets, so the polled batch is read again and the guard
-// runs again before it.
-func (l *Loop) transactGuarded(ctx context.Context, sess *kgo.GroupTransactSession, fetches kgo.Fetches, parts map[string][]int32, guard *bool) error {
-	if !*guard || l.cfg.BeforeProduce == nil {
-		committed, err := l.transact(ctx, sess, fetches, nil)
-		*guard = !committed
-		return err
-	}
-	before := func() error { return l.cfg.BeforeProduce(ctx, sess.Client(), parts) }
-	committed, err := l.transact(ctx, sess, fetches, before)
-	*guard = !committed
-	return err
-}
-
 // transact runs one batch as one transaction: begin, the step, and one
 // commit of the step's records and the consumed offsets.
-//
-// before, if set, runs right after Begin, before anything is produced (the
-// orphaned-transaction guard). If it fails, the transaction is aborted
-// (rewinding the consumer) and its error returned: wrapped in
-// ErrCommitAborted to retry after a backoff, unless it wraps ErrFatal.
-func (l *Loop) transact(ctx context.Context, sess *kgo.GroupTransactSession, fetches kgo.Fetches, before func() error) (bool, error) {
+func (l *Loop) transact(ctx context.Context, sess *kgo.GroupTransactSession, fetches kgo.Fetches) (bool, error) {
 	if err := sess.Begin(); err != nil {
 		return false, txnError("begin transaction", l.cfg.TransactionalID, err)
 	}
@@ -62,21 +38,6 @@ func (l *Loop) transact(ctx context.Context, sess *kgo.GroupTransactSession, fet
 	// state, while ending it lets a shutdown commit or abort cleanly.
 	endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ShutdownTimeout)
 	defer cancel()
-
-	if before != nil {
-		if err := before(); err != nil {
-			// Nothing was produced; TryAbort rewinds the consumer to the
-			// committed offsets, so the batch is polled again.
-			if _, aerr := sess.End(endCtx, kgo.TryAbort); aerr != nil {
-				l.cfg.Logger.Error("abort transaction", "err", aerr)
-				return false, txnError("abort transaction after the orphaned-transaction guard failed", l.cfg.TransactionalID, aerr)
-			}
-			if errors.Is(err, ErrFatal) {
-				return false, err
-			}
-			return false, fmt.Errorf("%w: orphaned-transaction guard: %w", ErrCommitAborted, err)
-		}
-	}
 
 	tx := &Tx{sess: sess, promise: kgo.AbortingFirstErrPromise(sess.Client())}
 	data := l.trim(fetches)
