@@ -138,12 +138,12 @@ func TestFaultBrokerRestart(t *testing.T) {
 }
 
 // brokerKillByDefault makes the killed subtest of TestFaultBrokerRestart
-// run by default (FLAKESTREAM_FAULT_BROKER_KILL=0 still skips it). It is
-// false until the orphaned-transaction guard (issue 11) is in the worker:
-// without it, on Kafka 4.4.0 (transactions v2) a broker killed with SIGKILL
-// can lose the ABORT marker of the transaction it was in, so the next
-// commit exposes aborted records (duplicates); see the README.
-const brokerKillByDefault = false
+// run by default (FLAKESTREAM_FAULT_BROKER_KILL=0 still skips it). It runs
+// since the orphaned-transaction guard (issue 11, --orphan-guard) is in the
+// worker: without it, on Kafka 4.4.0 (transactions v2) a broker killed with
+// SIGKILL can lose the ABORT marker of the transaction it was in, so the
+// next commit exposes aborted records (duplicates); see the README.
+const brokerKillByDefault = true
 
 // brokerKillEnabled reports whether the killed subtest runs:
 // FLAKESTREAM_FAULT_BROKER_KILL=1 runs it, =0 skips it, unset follows

@@ -73,7 +73,7 @@ func (cfg *auditConfig) command() *cli.Command {
 				stringFlag(flagAllowedWorkers, &cfg.allowedWorkers, "", "worker IDs expected, comma-separated, ranges too (\"1,2,5-7\"); any other is flagged unknown_worker (default: any)"),
 				durationFlag(flagCatchUpTimeout, &cfg.catchUpTimeout, audit.DefaultCatchUpTimeout, "bound on reading back the last dup window of a partition this instance is given, so a restart or rebalance forgets nothing (0 turns the catch-up off)"),
 			},
-			cfg.consume.flags(flagCreateTopics, flagMaxPollRecords, flagTxnTimeout, flagSessionTimeout, flagShutdownTimeout),
+			cfg.consume.flags(flagCreateTopics, flagMaxPollRecords, flagTxnTimeout, flagSessionTimeout, flagShutdownTimeout, flagOrphanGuard),
 			cfg.layout.flags(), cfg.schema.flags(), cfg.kafka.flags(), cfg.ops.flags(defaultAuditHTTPAddr)),
 		Action: cfg.run,
 	})
@@ -90,6 +90,13 @@ func (cfg *auditConfig) run(c *cli.Context) error {
 		return err
 	}
 	opts = append(opts, audit.Logger(log), audit.Registerer(reg))
+	guard, err := cfg.consume.orphanGuardHook(log, reg)
+	if err != nil {
+		return err
+	}
+	if guard != nil {
+		opts = append(opts, audit.BeforeProduce(guard))
+	}
 	a, err := audit.New(opts...)
 	if err != nil {
 		return asUsage(err)

@@ -42,7 +42,14 @@ func durationFlag(name string, dst *time.Duration, value time.Duration, usage st
 }
 
 func boolFlag(name string, dst *bool, usage string) cli.Flag {
-	return altsrc.NewBoolFlag(&cli.BoolFlag{Name: name, Usage: usage, EnvVars: []string{envVar(name)}, Destination: dst})
+	return boolFlagValue(name, dst, false, usage)
+}
+
+// boolFlagValue is a bool flag whose default is value. One that defaults to
+// true is turned off with --name=false (or false in the environment or the
+// file).
+func boolFlagValue(name string, dst *bool, value bool, usage string) cli.Flag {
+	return altsrc.NewBoolFlag(&cli.BoolFlag{Name: name, Value: value, Usage: usage, EnvVars: []string{envVar(name)}, Destination: dst})
 }
 
 func intFlag(name string, dst *int, value int, usage string) cli.Flag {

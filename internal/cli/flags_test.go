@@ -31,6 +31,9 @@ func flagTable(t *testing.T) []string {
 			if host != "" {
 				def = strings.ReplaceAll(def, host, "<hostname>")
 			}
+			if bf, ok := fl.(*altsrc.BoolFlag); ok && bf.Value {
+				def = "true" // urfave/cli shows no default for a bool; one that defaults to true is pinned as such
+			}
 			if fl.Names()[0] == flagParallelism && def == fmt.Sprint(runtime.GOMAXPROCS(0)) {
 				def = "<GOMAXPROCS>"
 			}
@@ -95,7 +98,7 @@ func TestHelpShowsEveryVariable(t *testing.T) {
 // written there and as the command then reads it; a bool goes true, false,
 // true so that each level is told from the one below.
 func levels(fl cli.Flag) (file, env, arg [2]string, ok bool) {
-	switch fl.(type) {
+	switch f := fl.(type) {
 	case *altsrc.StringFlag:
 		return [2]string{`"file"`, "file"}, [2]string{"env", "env"}, [2]string{"arg", "arg"}, true
 	case *altsrc.StringSliceFlag:
@@ -105,6 +108,9 @@ func levels(fl cli.Flag) (file, env, arg [2]string, ok bool) {
 	case *altsrc.DurationFlag:
 		return [2]string{"7s", "7s"}, [2]string{"8s", "8s"}, [2]string{"9s", "9s"}, true
 	case *altsrc.BoolFlag:
+		if f.Value { // defaults to true: false, true, false, so that the file's level is told from the default
+			return [2]string{"false", "false"}, [2]string{"true", "true"}, [2]string{"false", "false"}, true
+		}
 		return [2]string{"true", "true"}, [2]string{"false", "false"}, [2]string{"true", "true"}, true
 	}
 	return [2]string{}, [2]string{}, [2]string{}, false

@@ -1,11 +1,16 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
+	"github.com/flakestream/flakestream/internal/txnguard"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v2"
 )
 
@@ -29,6 +34,7 @@ const (
 	flagSessionTimeout     = "session-timeout"
 	flagStaticMembership   = "static-membership"
 	flagShutdownTimeout    = "shutdown-timeout"
+	flagOrphanGuard        = "orphan-guard"
 )
 
 type consumeConfig struct {
@@ -53,6 +59,7 @@ type consumeConfig struct {
 	sessionTimeout   time.Duration
 	staticMembership bool
 	shutdownTimeout  time.Duration
+	orphanGuard      bool
 }
 
 // flags returns the flags of names, in that order. A name outside the
@@ -100,9 +107,35 @@ func (cc *consumeConfig) flag(name string) cli.Flag {
 		return boolFlag(name, &cc.staticMembership, "join as static member --instance-id (KIP-345): a restart under the same ID takes its partitions back without a rebalance; a member gone for good is removed only after --session-timeout")
 	case flagShutdownTimeout:
 		return durationFlag(name, &cc.shutdownTimeout, pipeline.DefaultShutdownTimeout, "bound on finishing the open transaction and leaving the group after a signal")
+	case flagOrphanGuard:
+		return boolFlagValue(name, &cc.orphanGuard, true, "before the first poll of every Kafka session and before producing after a transaction that did not commit, end a transaction this producer ID left open at an older epoch that its coordinator no longer tracks (needs ALTER on the cluster; without it: one warning, then as if off)")
 	}
 	panic(fmt.Sprintf("cli: %q is not a flag of the consume group", name))
 }
+
+// orphanGuardHook returns the orphaned-transaction guard's hook for the
+// exactly-once loop (pipeline.BeforeProduce, audit.BeforeProduce), or nil
+// when --orphan-guard is off. The guard logs to log and registers its
+// counter on reg (nil: none); each check is bounded, since a broker may be
+// down, and the loop retries a failed one.
+func (cc *consumeConfig) orphanGuardHook(log *slog.Logger, reg prometheus.Registerer) (func(context.Context, *kgo.Client, map[string][]int32) error, error) {
+	if !cc.orphanGuard {
+		return nil, nil
+	}
+	g, err := txnguard.New(log, reg)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, cl *kgo.Client, parts map[string][]int32) error {
+		ctx, cancel := context.WithTimeout(ctx, orphanGuardTimeout)
+		defer cancel()
+		_, err := g.Check(ctx, cl, parts)
+		return err
+	}, nil
+}
+
+// orphanGuardTimeout bounds one check of the orphaned-transaction guard.
+const orphanGuardTimeout = 30 * time.Second
 
 // replayInputTopicFlag is replay's --input-topic: one topic, a string in
 // the environment and the YAML file (run's and audit's is a list).

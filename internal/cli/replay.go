@@ -55,7 +55,7 @@ func replayCommand() *cli.Command {
 				stringFlag(flagTo, &cfg.to, "end", "end of the range (exclusive): end (the high watermarks when the replay first starts), an RFC 3339 time, or partition:offset,..."),
 				stringFlag(flagReplayID, &cfg.replayID, "", "name of the replay's consumer group and transactional ID, flakestream-replay-<id> (default: derived from topics and bounds, so the same command resumes)"),
 			},
-			cfg.consume.flags(flagCreateTopics, flagMaxPollRecords, flagTxnTimeout),
+			cfg.consume.flags(flagCreateTopics, flagMaxPollRecords, flagTxnTimeout, flagOrphanGuard),
 			[]cli.Flag{
 				durationFlag(flagProgressEvery, &cfg.progressEvery, defaultProgressEvery, "how often to log progress when standard error is not a terminal"),
 				sequencerFlag(&cfg.sequencer),
@@ -159,6 +159,13 @@ func (cfg *replayConfig) replayOptions(g *idgen.Generator, rc redis.UniversalCli
 	}
 	if cc.createTopics {
 		worker = append(worker, pipeline.CreateTopics())
+	}
+	guard, err := cc.orphanGuardHook(log, nil)
+	if err != nil {
+		return replay.Config{}, err
+	}
+	if guard != nil {
+		worker = append(worker, pipeline.BeforeProduce(guard))
 	}
 	id := cfg.replayID
 	if id == "" {

@@ -32,7 +32,7 @@ func runCommand() *cli.Command {
 		Flags: concat(
 			cfg.consume.flags(flagInputTopic, flagOutputTopic, flagDLQTopic, flagGroup, flagInstanceID, flagTransactionalID,
 				flagStartOffset, flagCreateTopics, flagMaxPollRecords, flagMaxBufferedRecords, flagFetchMaxBytes, flagLinger,
-				flagTxnTimeout, flagSessionTimeout, flagStaticMembership, flagShutdownTimeout),
+				flagTxnTimeout, flagSessionTimeout, flagStaticMembership, flagShutdownTimeout, flagOrphanGuard),
 			[]cli.Flag{sequencerFlag(&cfg.sequencer)},
 			cfg.identity.flags(), cfg.layout.flags(), cfg.redis.flags(), cfg.codec.flags(), cfg.schema.flags(), cfg.idempotency.flags(),
 			cfg.kafka.flags(), cfg.ops.flags(defaultRunHTTPAddr)),
@@ -87,6 +87,13 @@ func (cfg *runConfig) run(c *cli.Context) error {
 		return err
 	}
 	opts = append(opts, pipeline.Logger(log), pipeline.Registerer(reg))
+	guard, err := cfg.consume.orphanGuardHook(log, reg)
+	if err != nil {
+		return err
+	}
+	if guard != nil {
+		opts = append(opts, pipeline.BeforeProduce(guard))
+	}
 	w, err := pipeline.NewWorker(opts...)
 	if err != nil {
 		return asUsage(err)

@@ -87,16 +87,26 @@ type Config struct {
 	ClientOpts, KafkaOpts []kgo.Opt
 	// Bound, if set, makes the run bounded; see Bound.
 	Bound *Bound
-	// BeforeProduce, if set, is the orphaned-transaction guard's hook.
-	// In Transactional mode the loop calls it before the first Begin of
-	// every session and before the first Begin after every aborted
-	// transaction, with the partitions the step produces to (what its
-	// Start returned), so that a transaction left open on them by an
-	// older epoch of this producer is aborted before anything new is
-	// produced. An error wrapping ErrFatal ends Run; any other error
-	// replaces the session after a backoff (the polled batch is read again
-	// from the committed offsets, and the hook called again). nil calls
-	// nothing.
+	// BeforeProduce, if set, is the orphaned-transaction guard's hook
+	// (internal/txnguard; the CLI's --orphan-guard). In Transactional mode
+	// the loop calls it:
+	//   - at the start of every session, after Step.Start and before the
+	//     first poll, before anything has asked the client for its
+	//     producer ID: an orphan on __consumer_offsets holds the group's
+	//     offsets unstable (UNSTABLE_OFFSET_COMMIT), so the session would
+	//     never poll a record, let alone produce one. An error wrapping
+	//     ErrFatal ends Run; any other replaces the session after a
+	//     backoff, which calls it again.
+	//   - after every transaction that did not commit (an abort, a
+	//     rebalance, a failed produce), before the next poll: the abort
+	//     has rewound the consumer to the committed offsets, no
+	//     transaction is open, and an orphan left on __consumer_offsets
+	//     would hold that poll on UNSTABLE_OFFSET_COMMIT. An error is
+	//     retried after a backoff, before anything is polled (ErrFatal
+	//     ends Run).
+	// partitions are what Step.Start returned (the output and DLQ topics;
+	// the audit topic for the auditor) and ConsumerOffsetsTopic with nil
+	// partitions (all of them). nil calls nothing.
 	BeforeProduce func(ctx context.Context, cl *kgo.Client, partitions map[string][]int32) error
 	// Name is how the logs call the loop's owner ("worker", "audit").
 	Name string

@@ -53,17 +53,26 @@ func (e *FetchError) Error() string {
 func (e *FetchError) Unwrap() error { return e.Err }
 
 // IsFatalKafka reports whether a Kafka error cannot pass by retrying:
-// authorization, authentication, fencing.
+// authorization, authentication, fencing by another instance
+// (PRODUCER_FENCED).
+//
+// INVALID_PRODUCER_EPOCH is not fatal: a broker returns it when the
+// producer's own abort has just bumped its epoch under the same producer ID
+// (transactions v2, seen after a broker was killed mid-commit), and no other
+// instance is involved. Ending a transaction with it replaces the session:
+// the new client initializes the producer ID again, which fences the old
+// epoch, and starts again from the committed offsets. A real second
+// instance with the same transactional ID fences this one with
+// PRODUCER_FENCED, which stays fatal.
 func IsFatalKafka(err error) bool {
 	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.GroupAuthorizationFailed) ||
 		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) ||
-		errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.ProducerFenced) ||
-		errors.Is(err, kerr.InvalidProducerEpoch)
+		errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.ProducerFenced)
 }
 
 // txnError classifies an error from beginning or ending a transaction (op):
-// fencing and authorization are fatal, anything else asks for a new
-// session.
+// fencing and authorization are fatal, anything else (INVALID_PRODUCER_EPOCH
+// included, see IsFatalKafka) asks for a new session.
 func txnError(op, txnID string, err error) error {
 	if IsFatalKafka(err) {
 		return fmt.Errorf("%w: %s: %w (another instance with transactional ID %q has fenced this one, or it is not authorized)", ErrFatal, op, err, txnID)

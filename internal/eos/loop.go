@@ -23,6 +23,10 @@ import (
 	"github.com/twmb/franz-go/plugin/kprom"
 )
 
+// ConsumerOffsetsTopic is Kafka's internal topic of committed offsets, which
+// every transaction of the loop writes to.
+const ConsumerOffsetsTopic = "__consumer_offsets"
+
 // Step is what a product plugs into the loop.
 type Step interface {
 	// Start is called at the start of every session, before the first
@@ -138,8 +142,41 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 		defer stopLag()
 		go trackLag(lagCtx, s.Admin, l.cfg.Group, l.m.Lag, l.cfg.LagEvery, l.cfg.Logger)
 	}
-	guard := true // the orphaned-transaction guard runs before the first produce
+	// The orphaned-transaction guard runs first, before the first poll
+	// and before anything asks the client for its producer ID: an orphan
+	// on __consumer_offsets holds the group's offsets unstable, so the
+	// first poll would wait on it for good, and one on a partition the
+	// step produces to must be gone before the session's first produce.
+	guardParts := guardPartitions(produceTo)
+	if txn != nil && l.cfg.BeforeProduce != nil {
+		if err := l.cfg.BeforeProduce(ctx, s.Client, guardParts); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, ErrFatal) {
+				return err
+			}
+			// Nothing was polled or produced yet: a new session (after a
+			// backoff) runs the guard again.
+			return fmt.Errorf("%w: orphaned-transaction guard: %w", errRestartSession, err)
+		}
+	}
+	guard := false // due again after every transaction that did not commit
 	for {
+		if guard {
+			// Before polling again after a transaction that did not
+			// commit: an orphan its abort left on __consumer_offsets
+			// would hold the next poll on UNSTABLE_OFFSET_COMMIT for
+			// good, and one on an output partition must be gone before
+			// the next produce. Nothing is polled while it fails.
+			if err := l.cfg.BeforeProduce(ctx, s.Client, guardParts); err != nil {
+				if stop, err := r.after(ctx, fmt.Errorf("orphaned-transaction guard: %w", err)); stop {
+					return err
+				}
+				continue
+			}
+			guard = false
+		}
 		fetches := s.Client.PollRecords(ctx, l.cfg.MaxPollRecords)
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			// Nothing of this poll was produced: its records stay
@@ -150,7 +187,9 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 		polled := fetches.NumRecords() // markers included: trim drops them
 		if err == nil && polled > 0 {
 			if txn != nil {
-				err = l.transactGuarded(ctx, txn, fetches, produceTo, &guard)
+				var committed bool
+				committed, err = l.transact(ctx, txn, fetches)
+				guard = !committed && l.cfg.BeforeProduce != nil
 			} else {
 				err = l.handleThenCommit(ctx, s.Client, fetches)
 			}
@@ -172,6 +211,18 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 			return err
 		}
 	}
+}
+
+// guardPartitions is what the orphaned-transaction guard checks: the
+// partitions the step produces to, and all of __consumer_offsets (the
+// group's partition is among them), where a transaction's offsets live.
+func guardPartitions(produceTo map[string][]int32) map[string][]int32 {
+	parts := make(map[string][]int32, len(produceTo)+1)
+	for t, ps := range produceTo {
+		parts[t] = ps
+	}
+	parts[ConsumerOffsetsTopic] = nil
+	return parts
 }
 
 // newSession makes the session's client: a GroupTransactSession in

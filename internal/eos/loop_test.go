@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // copyStep copies every record to out, partition for partition.
@@ -165,8 +166,123 @@ func TestBeforeProduceAndBound(t *testing.T) {
 	if n := step.committed.Load(); n != 2+4 {
 		t.Fatalf("copied %d records, want 6 (2 of partition 0, 4 of partition 1)", n)
 	}
-	if calls.Load() != 1 || len(got["out"]) != 2 {
-		t.Fatalf("BeforeProduce called %d times with %v, want once with out's 2 partitions", calls.Load(), got)
+	ps, offsets := got[ConsumerOffsetsTopic]
+	if calls.Load() != 1 || len(got["out"]) != 2 || !offsets || ps != nil {
+		t.Fatalf("BeforeProduce called %d times with %v, want once with out's 2 partitions and all of %s", calls.Load(), got, ConsumerOffsetsTopic)
+	}
+}
+
+// The guard runs at the start of a session before the first poll, not at
+// the first produce: with nothing to read it still runs (an orphan on
+// __consumer_offsets would keep the group's offsets unstable, and the
+// session would never reach a produce).
+func TestBeforeProduceRunsBeforeTheFirstPoll(t *testing.T) {
+	brokers := cluster(t, 1, "in", "out")
+	var calls atomic.Int32
+	step := &copyStep{out: "out"}
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i",
+		BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error { calls.Add(1); return nil },
+	}, step, Metrics{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, l, "the guard on an empty input", func() bool { return calls.Load() == 1 })
+}
+
+// A guard that fails after an aborted transaction holds the next poll: it
+// is retried after a backoff, nothing is produced before it passes, and
+// every record (read again from the committed offsets) commits once.
+func TestGuardFailureAfterAnAbortIsRetriedBeforePolling(t *testing.T) {
+	brokers := cluster(t, 1, "in", "out")
+	produceTxn(t, brokers, "in", 1, 3)
+	var calls atomic.Int32
+	step := &failOnce{copyStep: &copyStep{out: "out"}}
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i",
+		BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
+		BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error {
+			if calls.Add(1) == 2 { // the call after the aborted batch
+				return errors.New("cannot describe producers yet")
+			}
+			return nil
+		},
+	}, step, Metrics{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, l, "the batch after the guard's failure", func() bool { return step.committed.Load() == 3 })
+	if calls.Load() != 3 {
+		t.Fatalf("guard called %d times, want 3 (session start, the failed call after the abort, its retry)", calls.Load())
+	}
+	if n := countRecords(t, brokers, "out"); n != 3 {
+		t.Fatalf("%d records committed on out, want 3", n)
+	}
+}
+
+// INVALID_PRODUCER_EPOCH when ending a transaction (a broker bumped the
+// epoch under our own abort after a broker died) replaces the session; it
+// does not end Run. PRODUCER_FENCED stays fatal (TestTxnErrorKeepsTheCause).
+func TestInvalidProducerEpochReplacesTheSession(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	brokers := c.ListenAddrs()
+	produceTxn(t, brokers, "in", 1, 4)
+	var injected atomic.Int32
+	c.ControlKey(int16(kmsg.TxnOffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if injected.Add(1) > 1 {
+			return nil, nil, false
+		}
+		r := req.(*kmsg.TxnOffsetCommitRequest)
+		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewTxnOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.InvalidProducerEpoch.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	step := &copyStep{out: "out"}
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i",
+		BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond}, step, Metrics{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, l, "every record after INVALID_PRODUCER_EPOCH", func() bool { return step.committed.Load() == 4 })
+	if injected.Load() == 0 {
+		t.Fatal("the INVALID_PRODUCER_EPOCH fault never hit")
+	}
+	if n := countRecords(t, brokers, "out"); n != 4 {
+		t.Fatalf("%d records committed on out, want 4", n)
+	}
+}
+
+// countRecords reads topic read_committed to its end and counts its
+// records (markers excluded).
+func countRecords(t *testing.T, brokers []string, topic string) int {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	n := 0
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return n
+		}
+		n += fs.NumRecords()
 	}
 }
 
@@ -236,6 +352,9 @@ func TestTxnErrorKeepsTheCause(t *testing.T) {
 	err := txnError("end transaction", "tid", kerr.ProducerFenced)
 	if !errors.Is(err, ErrFatal) || !errors.Is(err, kerr.ProducerFenced) {
 		t.Fatalf("%v: want ErrFatal wrapping kerr.ProducerFenced", err)
+	}
+	if err := txnError("end transaction", "tid", kerr.InvalidProducerEpoch); errors.Is(err, ErrFatal) || !errors.Is(err, errRestartSession) {
+		t.Fatalf("%v: want INVALID_PRODUCER_EPOCH to replace the session, not end the run", err)
 	}
 	if err := txnError("begin transaction", "tid", kerr.CoordinatorNotAvailable); !errors.Is(err, errRestartSession) || !errors.Is(err, kerr.CoordinatorNotAvailable) {
 		t.Fatalf("%v: want a session restart wrapping the cause", err)

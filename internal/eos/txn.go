@@ -2,7 +2,6 @@ package eos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,27 +24,6 @@ func (t *Tx) Produce(ctx context.Context, r *kgo.Record) {
 func (t *Tx) ProduceSync(ctx context.Context, r *kgo.Record) error {
 	err := t.sess.ProduceSync(ctx, r).FirstErr()
 	t.promise.Promise()(r, err)
-	return err
-}
-
-// transactGuarded runs the orphaned-transaction guard when one is due (the
-// session's first produce, or the first after an abort), then the batch.
-func (l *Loop) transactGuarded(ctx context.Context, sess *kgo.GroupTransactSession, fetches kgo.Fetches, produceTo map[string][]int32, guard *bool) error {
-	if *guard && l.cfg.BeforeProduce != nil {
-		if err := l.cfg.BeforeProduce(ctx, sess.Client(), produceTo); err != nil {
-			if errors.Is(err, ErrFatal) {
-				return err
-			}
-			// The batch is polled but in no transaction: only a new
-			// session, from the committed offsets, reads it again.
-			return fmt.Errorf("%w: orphaned-transaction guard: %w", errRestartSession, err)
-		}
-	}
-	*guard = false
-	committed, err := l.transact(ctx, sess, fetches)
-	if !committed {
-		*guard = true
-	}
 	return err
 }
 

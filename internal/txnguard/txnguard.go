@@ -134,6 +134,14 @@ func (g *Guard) Check(ctx context.Context, cl *kgo.Client, partitions map[string
 	if txnID == "" {
 		return nil, ErrNotTransactional
 	}
+	if g.aborted != nil {
+		// Every checked topic's series exists from the first check, at 0,
+		// so that the counter is exported (and rate() works) before the
+		// first abort.
+		for t := range partitions {
+			g.aborted.WithLabelValues(t)
+		}
+	}
 	adm := kadm.NewClient(cl)
 
 	// The coordinator's state is read before our producer ID is loaded:
