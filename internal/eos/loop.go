@@ -142,23 +142,10 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 		defer stopLag()
 		go trackLag(lagCtx, s.Admin, l.cfg.Group, l.m.Lag, l.cfg.LagEvery, l.cfg.Logger)
 	}
-	// The orphaned-transaction guard runs first, before the first poll
-	// and before anything asks the client for its producer ID: an orphan
-	// on __consumer_offsets holds the group's offsets unstable, so the
-	// first poll would wait on it for good, and one on a partition the
-	// step produces to must be gone before the session's first produce.
 	guardParts := guardPartitions(produceTo)
-	if txn != nil && l.cfg.BeforeProduce != nil {
-		if err := l.cfg.BeforeProduce(ctx, s.Client, guardParts); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, ErrFatal) {
-				return err
-			}
-			// Nothing was polled or produced yet: a new session (after a
-			// backoff) runs the guard again.
-			return fmt.Errorf("%w: orphaned-transaction guard: %w", errRestartSession, err)
+	if txn != nil {
+		if err := l.guardAtStart(ctx, s.Client, guardParts); err != nil {
+			return err
 		}
 	}
 	guard := false // due again after every transaction that did not commit
@@ -210,6 +197,29 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 		if stop, err := r.after(ctx, err); stop {
 			return err
 		}
+	}
+}
+
+// guardAtStart runs the orphaned-transaction guard first in a session,
+// before the first poll and before anything asks the client for its
+// producer ID: an orphan on __consumer_offsets holds the group's offsets
+// unstable, so the first poll would wait on it for good, and one on a
+// partition the step produces to must be gone before the session's first
+// produce. A failure that is not fatal restarts the session.
+func (l *Loop) guardAtStart(ctx context.Context, cl *kgo.Client, parts map[string][]int32) error {
+	if l.cfg.BeforeProduce == nil {
+		return nil
+	}
+	err := l.cfg.BeforeProduce(ctx, cl, parts)
+	switch {
+	case err == nil || ctx.Err() != nil:
+		return nil
+	case errors.Is(err, ErrFatal):
+		return err
+	default:
+		// Nothing was polled or produced yet: a new session (after a
+		// backoff) runs the guard again.
+		return fmt.Errorf("%w: orphaned-transaction guard: %w", errRestartSession, err)
 	}
 }
 

@@ -147,34 +147,52 @@ func (g *Guard) Check(ctx context.Context, cl *kgo.Client, partitions map[string
 	// The coordinator's state is read before our producer ID is loaded:
 	// loading it may bump the epoch and overwrite the decision (commit or
 	// abort) of the transaction an orphan belongs to.
-	txns, err := adm.DescribeTransactions(ctx, txnID)
-	if err != nil {
-		if g.denied(err, "DescribeTransactions", "DESCRIBE on transactional ID "+txnID) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("txnguard: describe transaction %s: %w", txnID, err)
+	st, ok, err := g.coordinatorState(ctx, adm, txnID)
+	if err != nil || !ok {
+		return nil, err
 	}
-	st, ok := txns[txnID]
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("txnguard: describe transaction %s: no answer for it", txnID)
-	case st.Err != nil && errors.Is(st.Err, kerr.TransactionalIDNotFound):
-		// The coordinator knows nothing of it: nothing is tracked.
-	case st.Err != nil:
-		if g.denied(st.Err, "DescribeTransactions", "DESCRIBE on transactional ID "+txnID) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("txnguard: describe transaction %s: %w", txnID, st.Err)
-	}
-
 	pid, epoch, err := cl.ProducerID(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("txnguard: producer ID of %s: %w", txnID, err)
 	}
+	candidates, err := g.openOlder(ctx, adm, partitions, pid, epoch)
+	if err != nil || len(candidates) == 0 {
+		return nil, err
+	}
+	return g.end(ctx, adm, txnID, st, epoch, candidates)
+}
 
-	// One request per topic, so that a topic we may not READ (often
-	// __consumer_offsets) is skipped with the warning and the others are
-	// still checked.
+// coordinatorState is what the transaction coordinator says of txnID; ok
+// is false (with a nil error) when a missing permission turns the guard
+// off.
+func (g *Guard) coordinatorState(ctx context.Context, adm *kadm.Client, txnID string) (st kadm.DescribedTransaction, ok bool, err error) {
+	txns, err := adm.DescribeTransactions(ctx, txnID)
+	if err != nil {
+		if g.denied(err, "DescribeTransactions", "DESCRIBE on transactional ID "+txnID) {
+			return st, false, nil
+		}
+		return st, false, fmt.Errorf("txnguard: describe transaction %s: %w", txnID, err)
+	}
+	st, found := txns[txnID]
+	switch {
+	case !found:
+		return st, false, fmt.Errorf("txnguard: describe transaction %s: no answer for it", txnID)
+	case st.Err != nil && errors.Is(st.Err, kerr.TransactionalIDNotFound):
+		// The coordinator knows nothing of it: nothing is tracked.
+	case st.Err != nil:
+		if g.denied(st.Err, "DescribeTransactions", "DESCRIBE on transactional ID "+txnID) {
+			return st, false, nil
+		}
+		return st, false, fmt.Errorf("txnguard: describe transaction %s: %w", txnID, st.Err)
+	}
+	return st, true, nil
+}
+
+// openOlder lists the partitions where producer pid has a transaction open
+// at an epoch older than epoch. One request per topic, so that a topic we
+// may not READ (often __consumer_offsets) is skipped with the warning and
+// the others are still checked.
+func (g *Guard) openOlder(ctx context.Context, adm *kadm.Client, partitions map[string][]int32, pid int64, epoch int16) ([]kadm.DescribedProducer, error) {
 	var candidates []kadm.DescribedProducer
 	for _, t := range slices.Sorted(maps.Keys(partitions)) {
 		described, err := adm.DescribeProducers(ctx, topicSet(t, partitions[t]))
@@ -193,10 +211,12 @@ func (g *Guard) Check(ctx context.Context, cl *kgo.Client, partitions map[string
 			}
 		}
 	}
-	if len(candidates) == 0 {
-		return nil, nil
-	}
+	return candidates, nil
+}
 
+// end writes the marker that ends each candidate the coordinator no longer
+// tracks, logs it and counts it.
+func (g *Guard) end(ctx context.Context, adm *kadm.Client, txnID string, st kadm.DescribedTransaction, epoch int16, candidates []kadm.DescribedProducer) ([]Abort, error) {
 	var aborts []Abort
 	var errs []error
 	for _, p := range candidates {
