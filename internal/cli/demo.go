@@ -357,7 +357,8 @@ func (s *demoSummary) print(w io.Writer) {
 func trim(b []byte, n int) string {
 	if len(b) > 0 && b[0] != '{' {
 		// Avro or Protobuf: the bytes, quoted, so the terminal shows text.
-		return trim([]byte(strconv.Quote(string(b))), n)
+		// (Quoted once: the quoted text does not start with '{' either.)
+		b = []byte(strconv.Quote(string(b)))
 	}
 	if len(b) <= n {
 		return string(b)

@@ -59,3 +59,28 @@ func TestDemoValueFormats(t *testing.T) {
 		})
 	}
 }
+
+// The text summary shows Avro and Protobuf samples as quoted bytes, once:
+// a sample that is not JSON must not be quoted again and again (it once
+// grew without end and took all the memory).
+func TestDemoValueFormatsText(t *testing.T) {
+	for _, vf := range []string{"avro", "protobuf"} {
+		t.Run(vf, func(t *testing.T) {
+			out, stderr, code := runApp(t, "", nil, "demo", "--orders", "2000", "--value-format", vf)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			i := strings.Index(out, "some numbered orders, decoded")
+			if i < 0 {
+				t.Fatalf("no samples in %q", out)
+			}
+			lines := strings.Split(out[i:], "\n")
+			if len(lines) < 3 || !strings.HasPrefix(strings.TrimSpace(lines[1]), `"`) || strings.HasPrefix(strings.TrimSpace(lines[1]), `"\"`) {
+				t.Fatalf("sample line %q: want the value quoted once", lines[1])
+			}
+			if len(lines[1]) > 200 {
+				t.Fatalf("sample line is %d bytes, want it trimmed", len(lines[1]))
+			}
+		})
+	}
+}
