@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -80,7 +81,7 @@ func TestComposeServicesRun(t *testing.T) {
 		}
 		merged := map[string]string{}
 		for k, v := range s.Environment {
-			merged[k] = v
+			merged[k] = composeInterpolate(v)
 		}
 		for k, v := range env {
 			if _, ok := merged[k]; !ok && v != "" && !strings.HasSuffix(k, "_GROUP") && !strings.HasSuffix(k, "_PREFIX") {
@@ -163,5 +164,44 @@ func startService(t *testing.T, e *e2e.Env, name string, vars, args []string) {
 	case <-p.Done:
 		t.Fatalf("the %s service exited: %v\n%s", name, p.Err, p.Stderr.String())
 	case <-time.After(2 * time.Second):
+	}
+}
+
+// composeVar is a variable reference in a compose file: ${NAME},
+// ${NAME:-default} or ${NAME-default}.
+var composeVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}`)
+
+// composeInterpolate expands v as docker compose does from the shell's
+// environment (no .env file): ${NAME:-default} takes the default when NAME
+// is unset or empty, ${NAME-default} only when it is unset.
+func composeInterpolate(v string) string {
+	return composeVar.ReplaceAllStringFunc(v, func(ref string) string {
+		m := composeVar.FindStringSubmatch(ref)
+		val, set := os.LookupEnv(m[1])
+		switch {
+		case m[2] == ":-" && val == "":
+			return m[3]
+		case m[2] == "-" && !set:
+			return m[3]
+		}
+		return val
+	})
+}
+
+func TestComposeInterpolate(t *testing.T) {
+	t.Setenv("FS_SET", "avro")
+	t.Setenv("FS_EMPTY", "")
+	for _, c := range []struct{ in, want string }{
+		{"${FS_UNSET:-json}", "json"},
+		{"${FS_SET:-json}", "avro"},
+		{"${FS_EMPTY:-json}", "json"},
+		{"${FS_EMPTY-json}", ""},
+		{"${FS_UNSET-json}", "json"},
+		{"x-${FS_SET}-y", "x-avro-y"},
+		{"plain", "plain"},
+	} {
+		if got := composeInterpolate(c.in); got != c.want {
+			t.Errorf("composeInterpolate(%q) = %q, want %q", c.in, got, c.want)
+		}
 	}
 }
