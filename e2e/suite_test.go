@@ -251,6 +251,16 @@ func (r *run) stream(cfg e2e.StreamConfig) {
 	r.s = r.e.StartStream(r.t, cfg)
 }
 
+// waitCommittedPast waits until the workers' committed count is above
+// count (and a first sample exists), or bound passes; the run's accounting
+// judges the outcome either way.
+func (r *run) waitCommittedPast(count int64, bound time.Duration) {
+	deadline := time.Now().Add(bound)
+	for r.m.Committed() <= count && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // sleepUntil sleeps until d after the run began.
 func (r *run) sleepUntil(d time.Duration) {
 	time.Sleep(time.Until(r.start.Add(d)))
