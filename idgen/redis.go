@@ -193,16 +193,3 @@ func parseReply(res []any, id string) (Block, error) {
 	}
 	return Block{}, fmt.Errorf("%w: %v", ErrRedisReply, res)
 }
-
-// RedisClient returns a client for one Redis node at url:
-// redis://[user:password@]host:port/db, or rediss:// for TLS; for every
-// topology use NewRedisClient. It does not
-// connect; the first command does, so a worker can start while Redis is down
-// and retry.
-func RedisClient(url string) (*redis.Client, error) {
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("idgen: redis url %q: %w", RedactURL(url), err)
-	}
-	return redis.NewClient(opts), nil
-}
