@@ -9,14 +9,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/internal/verify"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v2"
 )
@@ -147,33 +144,12 @@ func (cfg *demoConfig) demoFormat(cd *codec.Codec, l idgen.Layout, output string
 func runDemo(ctx context.Context, n int, parts int32, log *slog.Logger,
 	format func(cd *codec.Codec, l idgen.Layout, output string) (codec.Format, error)) (*demoSummary, error) {
 	const input, output, dlqTopic = "orders", "orders.numbered", "orders.dlq"
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, input, output, dlqTopic))
-	if err != nil {
-		return nil, fmt.Errorf("start kfake: %w", err)
-	}
-	defer cluster.Close()
-	brokers := cluster.ListenAddrs()
-	mr, err := miniredis.Run()
-	if err != nil {
-		return nil, fmt.Errorf("start miniredis: %w", err)
-	}
-	defer mr.Close()
-	rc := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rc.Close()
-
-	seq, err := idgen.NewRedisSequencer(idgen.RedisSettings{Client: rc})
+	emb, err := startEmbedded(parts, []string{input, output, dlqTopic}, nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	gen, err := idgen.New(idgen.Settings{ServerID: 1, WorkerID: 1, Sequencer: seq})
-	if err != nil {
-		return nil, err
-	}
-	// A 64 KiB limit, so that the demo's oversized order is dead-lettered.
-	cd, err := codec.New(codec.Config{MaxBytes: 64 << 10})
-	if err != nil {
-		return nil, err
-	}
+	defer emb.close()
+	brokers, gen, cd := emb.brokers, emb.gen, emb.cd
 
 	vf, err := format(cd, gen.Layout(), output)
 	if err != nil {

@@ -9,15 +9,11 @@ import (
 	"net"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/verify"
 	"github.com/flakestream/flakestream/pipeline"
 	"github.com/flakestream/flakestream/pipeline/audit"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/urfave/cli/v2"
 )
 
@@ -214,39 +210,19 @@ func newServeStack(cfg *demoConfig, log *slog.Logger) (_ *serveStack, err error)
 			st.close()
 		}
 	}()
+	st.wreg = newRegistry()
 	// 1 MiB segments, so that deleting what was read frees memory soon:
 	// kfake frees a segment once all of it is deleted.
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1),
-		kfake.SeedTopics(st.parts, serveInputTopic, serveOutputTopic, serveDLQTopic, serveAuditTopic),
-		kfake.BrokerConfigs(map[string]string{"log.segment.bytes": "1048576"}))
-	if err != nil {
-		return nil, fmt.Errorf("start kfake: %w", err)
-	}
-	st.closers = append(st.closers, cluster.Close)
-	st.brokers = cluster.ListenAddrs()
-	mr, err := miniredis.Run()
-	if err != nil {
-		return nil, fmt.Errorf("start miniredis: %w", err)
-	}
-	st.closers = append(st.closers, mr.Close)
-	rc := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	st.closers = append(st.closers, func() { rc.Close() })
-
-	st.wreg = newRegistry()
-	seq, err := idgen.NewRedisSequencer(idgen.RedisSettings{Client: rc})
+	emb, err := startEmbedded(st.parts, []string{serveInputTopic, serveOutputTopic, serveDLQTopic, serveAuditTopic},
+		map[string]string{"log.segment.bytes": "1048576"},
+		func(s idgen.Sequencer) idgen.Sequencer { return pipeline.NewTimedSequencer(s, st.wreg) })
 	if err != nil {
 		return nil, err
 	}
-	gen, err := idgen.New(idgen.Settings{ServerID: 1, WorkerID: 1, Sequencer: pipeline.NewTimedSequencer(seq, st.wreg)})
-	if err != nil {
-		return nil, err
-	}
+	st.closers = append(st.closers, emb.close)
+	st.brokers = emb.brokers
+	gen, cd := emb.gen, emb.cd
 	pipeline.RegisterGenerator(st.wreg, gen)
-	// A 64 KiB limit, so that the too_large orders are dead-lettered.
-	cd, err := codec.New(codec.Config{MaxBytes: 64 << 10})
-	if err != nil {
-		return nil, err
-	}
 	st.layout = gen.Layout()
 
 	st.stream = verify.NewStream(cd, st.layout, verify.DefaultNumberWindow)
