@@ -38,6 +38,7 @@ func App() *cli.App {
 			demoCommand(),
 			benchCommand(),
 			replayCommand(),
+			verifyCommand(),
 		},
 		// Errors are printed once, by Run, as one line.
 		ExitErrHandler: func(*cli.Context, error) {},

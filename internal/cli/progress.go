@@ -20,6 +20,7 @@ import (
 // again below it, so no line is ever cut by the bar; one lock orders the
 // bar's drawing and the log lines of every goroutine.
 type progress struct {
+	name        string // the command: "replay", "verify"
 	mu          sync.Mutex
 	w           io.Writer
 	tty         bool
@@ -32,8 +33,8 @@ type progress struct {
 	done, total int64
 }
 
-func newProgress(w io.Writer, every time.Duration) *progress {
-	p := &progress{w: w, every: every, throttle: 200 * time.Millisecond, start: time.Now(), first: -1}
+func newProgress(w io.Writer, name string, every time.Duration) *progress {
+	p := &progress{name: name, w: w, every: every, throttle: 200 * time.Millisecond, start: time.Now(), first: -1}
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		p.tty = true
 	}
@@ -55,7 +56,7 @@ func (p *progress) Write(b []byte) (int, error) {
 
 func (p *progress) update(done, total int64) {
 	if figs := p.record(done, total); figs != nil && p.log != nil {
-		p.log.Info("replay progress", figs...)
+		p.log.Info(p.name+" progress", figs...)
 	}
 }
 
@@ -73,7 +74,7 @@ func (p *progress) record(done, total int64) []any {
 			return nil // nothing to replay: no bar
 		}
 		if p.bar == nil {
-			p.bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(p.w), progressbar.OptionSetDescription("replay"),
+			p.bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(p.w), progressbar.OptionSetDescription(p.name),
 				progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("records"),
 				progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(p.throttle), progressbar.OptionFullWidth())
 		}

@@ -99,7 +99,7 @@ func checkLogLinesWhole(t *testing.T, out string) int {
 // whole, and the bar is drawn again below them.
 func TestProgressLogLinesAboveTheBar(t *testing.T) {
 	term := newTerminal(t)
-	p := newProgress(term.tty, time.Hour)
+	p := newProgress(term.tty, "replay", time.Hour)
 	p.throttle = 0 // draw on every update, so that every log line meets a bar
 	log := slog.New(slog.NewTextHandler(p, nil))
 	p.log = log

@@ -50,14 +50,13 @@ func replayCommand() *cli.Command {
 		Flags: concat(
 			[]cli.Flag{replayInputTopicFlag(&cfg.consume.inputTopic)},
 			cfg.consume.flags(flagOutputTopic, flagDLQTopic),
+			rangeFlags(&cfg.from, &cfg.to, "the high watermarks when the replay first starts"),
 			[]cli.Flag{
-				stringFlag(flagFrom, &cfg.from, "start", "start of the range: start, an RFC 3339 time, or partition:offset,..."),
-				stringFlag(flagTo, &cfg.to, "end", "end of the range (exclusive): end (the high watermarks when the replay first starts), an RFC 3339 time, or partition:offset,..."),
 				stringFlag(flagReplayID, &cfg.replayID, "", "name of the replay's consumer group and transactional ID, flakestream-replay-<id> (default: derived from topics and bounds, so the same command resumes)"),
 			},
 			cfg.consume.flags(flagCreateTopics, flagMaxPollRecords, flagTxnTimeout, flagOrphanGuard),
 			[]cli.Flag{
-				durationFlag(flagProgressEvery, &cfg.progressEvery, defaultProgressEvery, "how often to log progress when standard error is not a terminal"),
+				progressEveryFlag(&cfg.progressEvery),
 				sequencerFlag(&cfg.sequencer),
 			},
 			cfg.identity.flags(), cfg.layout.flags(), cfg.redis.flags(), cfg.codec.flags(), cfg.schema.flags(), cfg.idempotency.flags(),
@@ -69,7 +68,7 @@ func replayCommand() *cli.Command {
 func (cfg *replayConfig) run(c *cli.Context) error {
 	// Log lines go through the progress display, so that they are written
 	// above a terminal's bar, never into it.
-	prog := newProgress(c.App.ErrWriter, cfg.progressEvery)
+	prog := newProgress(c.App.ErrWriter, "replay", cfg.progressEvery)
 	log, err := cfg.ops.logger(prog)
 	if err != nil {
 		return err

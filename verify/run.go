@@ -1,0 +1,444 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/flakestream/flakestream/codec"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+)
+
+// DefaultStallTimeout is how long a read may go without a record before
+// Run gives up on it, when Config.StallTimeout is 0.
+const DefaultStallTimeout = time.Minute
+
+// Config is one reconciliation of a range of input topics against the
+// output topic and the DLQ.
+type Config struct {
+	// Brokers and KafkaOpts (TLS, SASL) reach the cluster. Brokers is
+	// required.
+	Brokers   []string
+	KafkaOpts []kgo.Opt
+	// Inputs are the input topics (at least one), Output the topic the
+	// worker numbered them into (required), DLQ its dead-letter topic (""
+	// for none: then dead-lettered records count as lost).
+	Inputs []string
+	Output string
+	DLQ    string
+	// OptionalDLQ: a DLQ that does not exist is left out, with a note,
+	// instead of being an error.
+	OptionalDLQ bool
+	// From and To bound the input range, [From, To); the zero Bound is the
+	// log start and the last stable offset when Run starts.
+	From, To Bound
+	// Format reads values as the worker did: whether an input record
+	// already carried a valid number (it is passed through), and the
+	// number of an output record that has no number header. Required.
+	Format codec.Format
+	// Progress, if set, is called now and then with the offsets read and
+	// the offsets to read in all.
+	Progress func(done, total int64)
+	// Log, if set, gets a line per clamped range.
+	Log *slog.Logger
+	// StallTimeout bounds how long a read may go without a record while
+	// partitions are left to read. Default DefaultStallTimeout.
+	StallTimeout time.Duration
+}
+
+// Result is a Report with what was read to make it.
+type Result struct {
+	Report
+	// Ranges is the input range checked, per partition.
+	Ranges []Range `json:"ranges"`
+	// Notes say where a range was clamped (retention, the last stable
+	// offset) or a DLQ left out.
+	Notes []string `json:"notes,omitempty"`
+	// RecordsRead counts the records read from the input, the output and
+	// the DLQ; Seconds is how long reading took.
+	RecordsRead int64   `json:"records_read"`
+	Seconds     float64 `json:"seconds"`
+}
+
+// Run reads the input range and the whole output and DLQ (each from its
+// log start to its last stable offset when Run starts, read_committed)
+// and returns their reconciliation. It only reads: it joins no group and
+// commits nothing. The input and the output are read side by side.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	if err := cfg.validate(); err != nil {
+		return Result{}, err
+	}
+	if cfg.StallTimeout <= 0 {
+		cfg.StallTimeout = DefaultStallTimeout
+	}
+	start := time.Now()
+	admCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.KafkaOpts...)...)
+	if err != nil {
+		return Result{}, fmt.Errorf("verify: kafka client: %w", err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	var notes []string
+	if cfg.OptionalDLQ && cfg.DLQ != "" {
+		if td, err := adm.ListTopics(ctx, cfg.DLQ); err == nil && td[cfg.DLQ].Err != nil {
+			notes = append(notes, fmt.Sprintf("no dead-letter topic %s: dead letters are not counted", cfg.DLQ))
+			cfg.DLQ = ""
+		}
+	}
+	if err := checkTopics(ctx, adm, cfg.topics()); err != nil {
+		return Result{}, err
+	}
+	in, err := resolve(ctx, adm, cfg.Inputs, cfg.From, cfg.To)
+	if err != nil {
+		return Result{}, err
+	}
+	outTopics := []string{cfg.Output}
+	if cfg.DLQ != "" {
+		outTopics = append(outTopics, cfg.DLQ)
+	}
+	out, err := resolve(ctx, adm, outTopics, Bound{}, Bound{})
+	if err != nil {
+		return Result{}, err
+	}
+	compacted, err := compactedTopics(ctx, adm, cfg.Inputs)
+	if err != nil {
+		return Result{}, err
+	}
+	notes = append(append(notes, in.notes...), out.notes...)
+	for _, n := range notes {
+		if cfg.Log != nil {
+			cfg.Log.Info("verify: " + n)
+		}
+	}
+	l := NewLedger(in.ranges)
+	l.NotCheckable(in.notCheckable)
+	r := &reader{cfg: cfg, l: l, total: span(in.ranges) + span(out.ranges)}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return r.read(gctx, in.ranges, r.input) })
+	g.Go(func() error { return r.read(gctx, out.ranges, r.output) })
+	stopProgress := r.reportProgress(gctx)
+	err = g.Wait()
+	stopProgress()
+	if err != nil {
+		return Result{}, err
+	}
+	for _, rg := range in.ranges {
+		if compacted[rg.Topic] {
+			l.countCompacted(rg)
+		}
+	}
+	res := Result{Report: l.Report(), Ranges: in.ranges, Notes: notes,
+		RecordsRead: r.records.Load(), Seconds: time.Since(start).Seconds()}
+	return res, nil
+}
+
+func (cfg *Config) validate() error {
+	switch {
+	case len(cfg.Brokers) == 0:
+		return fmt.Errorf("%w: no brokers", ErrRange)
+	case len(cfg.Inputs) == 0:
+		return fmt.Errorf("%w: no input topic", ErrRange)
+	case cfg.Output == "":
+		return fmt.Errorf("%w: no output topic", ErrRange)
+	case cfg.Format == nil:
+		return fmt.Errorf("%w: no value format", ErrRange)
+	}
+	for _, t := range cfg.Inputs {
+		if t == cfg.Output || t == cfg.DLQ {
+			return fmt.Errorf("%w: %s is both an input and the output or DLQ", ErrRange, t)
+		}
+	}
+	return nil
+}
+
+func (cfg *Config) topics() []string {
+	ts := append(append([]string(nil), cfg.Inputs...), cfg.Output)
+	if cfg.DLQ != "" {
+		ts = append(ts, cfg.DLQ)
+	}
+	return ts
+}
+
+// checkTopics makes a missing topic one clear error.
+func checkTopics(ctx context.Context, adm *kadm.Client, topics []string) error {
+	td, err := adm.ListTopics(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("verify: describe topics %v: %w", topics, err)
+	}
+	var missing []string
+	for _, t := range topics {
+		if d, ok := td[t]; !ok || d.Err != nil {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s does not exist (or cannot be described)", ErrTopic, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// compactedTopics says which topics are compacted: in those, an offset
+// that is neither a record nor a marker was removed by compaction (or held
+// an aborted record) and is not checkable.
+func compactedTopics(ctx context.Context, adm *kadm.Client, topics []string) (map[string]bool, error) {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("verify: describe configs of %v: %w", topics, err)
+	}
+	out := map[string]bool{}
+	for _, rc := range rcs {
+		for _, c := range rc.Configs {
+			if c.Key == "cleanup.policy" && c.Value != nil && strings.Contains(*c.Value, "compact") {
+				out[rc.Name] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+// countCompacted counts the gaps of a compacted topic's range.
+func (l *Ledger) countCompacted(rg Range) {
+	p, _, ok := l.slot(Coord{rg.Topic, rg.Partition, rg.From})
+	if !ok {
+		return
+	}
+	for i := range int64(len(p.out)) {
+		if !bit(p.rec, i) && !bit(p.marker, i) {
+			l.in.notCheckable++
+		}
+	}
+}
+
+func span(rs []Range) (n int64) {
+	for _, r := range rs {
+		n += r.To - r.From
+	}
+	return n
+}
+
+// reader reads ranges into the ledger.
+type reader struct {
+	cfg     Config
+	l       *Ledger
+	total   int64
+	done    atomic.Int64 // offsets passed
+	records atomic.Int64
+}
+
+// read consumes ranges read_committed (keeping transaction markers, so
+// that it sees a partition reach its end even when its last offsets are
+// markers) and hands every record below its range's end to each, until
+// every range is done.
+func (r *reader) read(ctx context.Context, ranges []Range, each func(context.Context, *kgo.Record) error) error {
+	left := map[string]map[int32]*Range{}
+	consume := map[string]map[int32]kgo.Offset{}
+	for i := range ranges {
+		rg := &ranges[i]
+		if rg.From >= rg.To {
+			continue
+		}
+		if left[rg.Topic] == nil {
+			left[rg.Topic] = map[int32]*Range{}
+			consume[rg.Topic] = map[int32]kgo.Offset{}
+		}
+		left[rg.Topic][rg.Partition] = rg
+		consume[rg.Topic][rg.Partition] = kgo.NewOffset().At(rg.From)
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...), kgo.ConsumePartitions(consume),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		kgo.FetchMaxBytes(32 << 20), kgo.FetchMaxPartitionBytes(4 << 20)}, r.cfg.KafkaOpts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("verify: kafka client: %w", err)
+	}
+	defer cl.Close()
+	pos := map[*Range]int64{}
+	for len(left) > 0 {
+		pctx, cancel := context.WithTimeout(ctx, r.cfg.StallTimeout)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if fs.NumRecords() == 0 && pctx.Err() != nil {
+			return fmt.Errorf("verify: no record for %s while reading %s", r.cfg.StallTimeout, leftText(left, pos))
+		}
+		if err := fetchError(fs); err != nil {
+			return err
+		}
+		var ferr error
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			rg := left[p.Topic][p.Partition]
+			if rg == nil || ferr != nil {
+				return
+			}
+			for _, rec := range p.Records {
+				if rec.Offset >= rg.To {
+					break
+				}
+				if err := each(ctx, rec); err != nil {
+					ferr = err
+					return
+				}
+				r.records.Add(1)
+				r.advance(pos, rg, rec.Offset+1)
+			}
+			if last := p.Records; len(last) > 0 && last[len(last)-1].Offset >= rg.To-1 {
+				r.advance(pos, rg, rg.To)
+				delete(left[p.Topic], p.Partition)
+				if len(left[p.Topic]) == 0 {
+					delete(left, p.Topic)
+				}
+				cl.RemoveConsumePartitions(map[string][]int32{p.Topic: {p.Partition}})
+			}
+		})
+		if ferr != nil {
+			return ferr
+		}
+	}
+	return nil
+}
+
+// advance moves rg's position to next, counting the offsets passed.
+func (r *reader) advance(pos map[*Range]int64, rg *Range, next int64) {
+	at, ok := pos[rg]
+	if !ok {
+		at = rg.From
+	}
+	if next > at {
+		r.done.Add(next - at)
+		pos[rg] = next
+	}
+}
+
+// fetchError returns the first error of a fetch that retrying cannot fix.
+func fetchError(fs kgo.Fetches) error {
+	for _, fe := range fs.Errors() {
+		if errors.Is(fe.Err, context.Canceled) || errors.Is(fe.Err, context.DeadlineExceeded) {
+			continue
+		}
+		return fmt.Errorf("verify: read %s[%d]: %w", fe.Topic, fe.Partition, fe.Err)
+	}
+	return nil
+}
+
+func leftText(left map[string]map[int32]*Range, pos map[*Range]int64) string {
+	var b strings.Builder
+	for t, ps := range left {
+		for p, rg := range ps {
+			at, ok := pos[rg]
+			if !ok {
+				at = rg.From
+			}
+			fmt.Fprintf(&b, "%s[%d] at %d of %d..%d; ", t, p, at, rg.From, rg.To)
+		}
+	}
+	return strings.TrimSuffix(b.String(), "; ")
+}
+
+// input feeds one input record to the ledger.
+func (r *reader) input(ctx context.Context, rec *kgo.Record) error {
+	c := Coord{rec.Topic, rec.Partition, rec.Offset}
+	if rec.Attrs.IsControl() {
+		r.l.Marker(c)
+		return nil
+	}
+	insp, err := r.cfg.Format.Inspect(ctx, rec.Value)
+	if err != nil {
+		return fmt.Errorf("verify: read input %s: %w", c, err)
+	}
+	r.l.Input(c, insp.Kind == codec.HasNumber)
+	return nil
+}
+
+// output feeds one output or DLQ record to the ledger.
+func (r *reader) output(ctx context.Context, rec *kgo.Record) error {
+	if rec.Attrs.IsControl() {
+		return nil
+	}
+	at := Coord{rec.Topic, rec.Partition, rec.Offset}
+	raw, ok := header(rec, codec.HeaderSource)
+	if !ok {
+		r.l.Unattributed(at, "no "+codec.HeaderSource+" header")
+		return nil
+	}
+	t, p, o, err := codec.ParseSource(string(raw))
+	if err != nil {
+		r.l.Unattributed(at, fmt.Sprintf("%s header %s is malformed", codec.HeaderSource, strconv.Quote(string(raw))))
+		return nil
+	}
+	src := Coord{t, p, o}
+	if rec.Topic == r.cfg.DLQ {
+		r.l.DeadLetter(src, at)
+		return nil
+	}
+	var n int64
+	if h, ok := header(rec, codec.HeaderNumber); ok {
+		if n, err = codec.ParseNumber(h); err != nil {
+			r.l.Invalid(src, at, fmt.Sprintf("%s header %s: %v", codec.HeaderNumber, strconv.Quote(string(h)), err))
+			return nil
+		}
+	} else {
+		n, ok, err = r.cfg.Format.Number(ctx, rec.Value)
+		if err != nil {
+			return fmt.Errorf("verify: read output %s: %w", at, err)
+		}
+		if !ok {
+			r.l.Invalid(src, at, "no "+codec.HeaderNumber+" header and no valid number in the value")
+			return nil
+		}
+	}
+	r.l.Output(src, at, n)
+	return nil
+}
+
+// header returns the value of the last header named key, as the worker
+// and the audit read it.
+func header(r *kgo.Record, key string) ([]byte, bool) {
+	for i := len(r.Headers) - 1; i >= 0; i-- {
+		if r.Headers[i].Key == key {
+			return r.Headers[i].Value, true
+		}
+	}
+	return nil, false
+}
+
+// reportProgress calls cfg.Progress every 200ms until the returned stop is
+// called, and once more then.
+func (r *reader) reportProgress(ctx context.Context) (stop func()) {
+	if r.cfg.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			r.cfg.Progress(r.done.Load(), r.total)
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+		r.cfg.Progress(r.done.Load(), r.total)
+	}
+}
