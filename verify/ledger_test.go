@@ -42,7 +42,9 @@ func TestLedgerFaults(t *testing.T) {
 		{"lost", func(l *Ledger) { l.Input(in(0, 20), false) }, // beyond the range: ignored
 			func(c Counts) bool { return c.Lost == 0 && c.Exact }, nil},
 		{"a copy with the same number", func(l *Ledger) { l.Output(in(0, 3), out(0, 50), 1003) },
-			func(c Counts) bool { return c.Duplicated == 1 && c.Renumbered == 0 && c.DuplicateNumbers == 0 && !c.Exact },
+			func(c Counts) bool {
+				return c.Duplicated == 1 && c.Renumbered == 0 && c.DuplicateNumbers == 0 && !c.Exact
+			},
 			func(f Faults) []Fault { return f.Duplicated }},
 		{"a copy with another number", func(l *Ledger) { l.Output(in(0, 3), out(0, 50), 777) },
 			func(c Counts) bool {
