@@ -287,6 +287,7 @@ func (r *run) finish(bound time.Duration) {
 	rep := r.e.Check(t, checkFor)
 	r.p.stopAll()
 	r.result.SetReport(rep)
+	r.crossCheck(rep)
 	r.result.SetTimeline(r.m, r.start)
 	if err := r.m.WriteCSV(filepath.Join(r.e.LogDir(), "timeline.csv")); err != nil {
 		t.Errorf("timeline: %v", err)
@@ -306,6 +307,28 @@ func (r *run) finish(bound time.Duration) {
 	if r.result.WorkerExits > 0 {
 		t.Fatalf("%d worker(s) exited by themselves during the run (logs above and in %s)", r.result.WorkerExits, r.e.LogDir())
 	}
+}
+
+// crossCheck runs `flakestream verify` on the run's topics and makes the
+// result not ok, and the test fail, unless it agrees with the suite's own
+// accounting: the product's reconciliation is checked on every row.
+func (r *run) crossCheck(rep verify.Report) {
+	c, err := r.e.VerifyProcess(r.t, 5*time.Minute)
+	if err != nil {
+		r.t.Errorf("flakestream verify: %v", err)
+		r.result.OK = false
+		return
+	}
+	if r.result.Extra == nil {
+		r.result.Extra = map[string]any{}
+	}
+	r.result.Extra["verify"] = c
+	if d := e2e.Disagreements(c, rep); len(d) > 0 {
+		r.t.Errorf("flakestream verify disagrees with the suite's accounting: %s", strings.Join(d, "; "))
+		r.result.OK = false
+		return
+	}
+	r.t.Logf("flakestream verify agrees: exact=%t input=%d lost=%d duplicated=%d renumbered=%d", c.Exact, c.Input, c.Lost, c.Duplicated, c.Renumbered)
 }
 
 // spread returns k random moments inside [from, to), one in each of k equal

@@ -30,6 +30,7 @@ type Result struct {
 	DLQ             int `json:"dlq"`
 	Lost            int `json:"lost"`
 	Duplicated      int `json:"duplicated"`
+	Renumbered      int `json:"renumbered"`
 	Reissued        int `json:"reissued"`
 	OrderViolations int `json:"order_violations"`
 	Mismatched      int `json:"mismatched"`
@@ -49,7 +50,7 @@ type Result struct {
 // SetReport copies the accounting from rep.
 func (r *Result) SetReport(rep verify.Report) {
 	r.Records, r.Numbered, r.Passthrough, r.DLQ = rep.In, rep.Numbered, rep.Passthrough, rep.DLQ
-	r.Lost, r.Duplicated, r.Reissued = rep.Lost, rep.Duplicated, rep.Reissued
+	r.Lost, r.Duplicated, r.Renumbered, r.Reissued = rep.Lost, rep.Duplicated, rep.Renumbered, rep.Reissued
 	r.OrderViolations, r.Mismatched, r.Unattributed = rep.OrderViolations, rep.Mismatched, rep.Unattributed
 	r.OK = rep.OK()
 }

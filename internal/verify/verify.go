@@ -1,9 +1,11 @@
-// Package verify does the exact accounting of a run: every input record
-// must appear exactly once in the output or the dead-letter topic (read
-// read_committed), byte for byte as the worker promises, with unique numbers,
-// and with each input partition's order kept. Tests, the fault suite and the
-// demo all count with it, so they all mean the same thing by "lost" and
-// "duplicated".
+// Package verify is the tests' accounting of a run: on top of the exact
+// reconciliation that ships (package
+// github.com/flakestream/flakestream/verify, whose Ledger Check counts
+// lost, duplicated, renumbered and duplicate numbers with, so the tests and
+// `flakestream verify` mean one thing by each), it checks what only a test
+// that wrote the inputs can: every output byte for byte as the worker
+// promises, and each input partition's order kept. Tests, the fault suite
+// and the demo all count with it.
 package verify
 
 import (
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
+	pverify "github.com/flakestream/flakestream/verify"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -28,6 +31,7 @@ type Report struct {
 	DLQ         int // dead-lettered records
 	Lost        int // input records found in neither output nor DLQ
 	Duplicated  int // extra copies of input records (appearing more than once)
+	Renumbered  int // input records whose copies carry more than one number
 	Unique      int // distinct numbers in the output
 	Reissued    int // numbers carried by more than one distinct input record
 	// Faults in what was written, each with up to 5 examples in Problems.
@@ -42,13 +46,13 @@ type Report struct {
 
 // OK reports whether the run was exactly once and as promised.
 func (r Report) OK() bool {
-	return r.Lost == 0 && r.Duplicated == 0 && r.Reissued == 0 && r.Mismatched == 0 &&
+	return r.Lost == 0 && r.Duplicated == 0 && r.Renumbered == 0 && r.Reissued == 0 && r.Mismatched == 0 &&
 		r.OrderViolations == 0 && r.Unattributed == 0 && r.Unchecked == 0 && r.In == r.Numbered+r.Passthrough+r.DLQ
 }
 
 func (r Report) String() string {
-	s := fmt.Sprintf("in=%d numbered=%d passthrough=%d dlq=%d lost=%d duplicated=%d unique_numbers=%d reissued=%d mismatched=%d order_violations=%d unattributed=%d",
-		r.In, r.Numbered, r.Passthrough, r.DLQ, r.Lost, r.Duplicated, r.Unique, r.Reissued, r.Mismatched, r.OrderViolations, r.Unattributed)
+	s := fmt.Sprintf("in=%d numbered=%d passthrough=%d dlq=%d lost=%d duplicated=%d renumbered=%d unique_numbers=%d reissued=%d mismatched=%d order_violations=%d unattributed=%d",
+		r.In, r.Numbered, r.Passthrough, r.DLQ, r.Lost, r.Duplicated, r.Renumbered, r.Unique, r.Reissued, r.Mismatched, r.OrderViolations, r.Unattributed)
 	if r.Unchecked > 0 {
 		s += fmt.Sprintf(" unchecked=%d", r.Unchecked)
 	}
@@ -85,11 +89,20 @@ func Check(c *codec.Codec, inputs, outputs, dlq []*kgo.Record) Report {
 // Protobuf through a registry, or JSON): each numbered output must be
 // exactly f.AppendNumbered of its input. A Format error (the registry)
 // counts as a mismatch, naming the record.
+//
+// What became of each input (lost, duplicated, renumbered, a number on two
+// inputs, an output naming no input) is counted by the shipped
+// reconciliation's Ledger, over the ranges the inputs span.
 func CheckFormat(ctx context.Context, f codec.Format, inputs, outputs, dlq []*kgo.Record) Report {
 	k := &checker{ctx: ctx, c: f, rep: Report{In: len(inputs)}, byKey: make(map[string]*kgo.Record, len(inputs)),
-		seen: make(map[string]int, len(inputs)), numbers: make(map[int64]string, len(outputs))}
+		numbers: make(map[int64]struct{}, len(outputs)), ledger: pverify.NewLedger(spans(inputs))}
 	for _, r := range inputs {
 		k.byKey[string(codec.AppendSource(nil, r.Topic, r.Partition, r.Offset))] = r
+		insp, err := f.Inspect(ctx, r.Value)
+		if err != nil {
+			k.rep.problem(&k.rep.Mismatched, "input %s/%d/%d: inspect: %v", r.Topic, r.Partition, r.Offset, err)
+		}
+		k.ledger.Input(pverify.Coord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}, insp.Kind == codec.HasNumber)
 	}
 	for _, o := range outputs {
 		k.output(o)
@@ -102,14 +115,39 @@ func CheckFormat(ctx context.Context, f codec.Format, inputs, outputs, dlq []*kg
 	return k.rep
 }
 
+// spans are the ranges of input offsets records cover, per partition.
+func spans(recs []*kgo.Record) []pverify.Range {
+	type tp struct {
+		t string
+		p int32
+	}
+	m := map[tp]*pverify.Range{}
+	var order []tp
+	for _, r := range recs {
+		k := tp{r.Topic, r.Partition}
+		rg, ok := m[k]
+		if !ok {
+			rg = &pverify.Range{Topic: r.Topic, Partition: r.Partition, From: r.Offset, To: r.Offset + 1}
+			m[k] = rg
+			order = append(order, k)
+		}
+		rg.From, rg.To = min(rg.From, r.Offset), max(rg.To, r.Offset+1)
+	}
+	out := make([]pverify.Range, 0, len(order))
+	for _, k := range order {
+		out = append(out, *m[k])
+	}
+	return out
+}
+
 // checker is one Check's state.
 type checker struct {
 	ctx     context.Context
 	c       codec.Format
 	rep     Report
 	byKey   map[string]*kgo.Record // inputs by source
-	seen    map[string]int         // how often each input came out
-	numbers map[int64]string       // each number's input
+	numbers map[int64]struct{}     // the numbers seen
+	ledger  *pverify.Ledger
 	order   []placed
 }
 
@@ -124,20 +162,23 @@ type placed struct {
 // output accounts for one record of the output topic.
 func (k *checker) output(o *kgo.Record) {
 	rep := &k.rep
-	in, srcKey := k.source("output", o)
-	if in == nil {
+	in, src, srcKey, ok := k.source("output", o)
+	if !ok {
 		return
 	}
+	at := pverify.Coord{Topic: o.Topic, Partition: o.Partition, Offset: o.Offset}
 	numStr, _ := Header(o, codec.HeaderNumber)
 	id, err := strconv.ParseInt(numStr, 10, 64)
 	if err != nil {
+		k.ledger.Invalid(src, at, "bad number header")
 		rep.problem(&rep.Mismatched, "output for %s: number header %q: %v", srcKey, numStr, err)
 		return
 	}
-	if prev, dup := k.numbers[id]; dup && prev != srcKey {
-		rep.problem(&rep.Reissued, "number %d given to %s and %s", id, prev, srcKey)
+	k.ledger.Output(src, at, id)
+	k.numbers[id] = struct{}{}
+	if in == nil {
+		return
 	}
-	k.numbers[id] = srcKey
 	renewed, ok := rep.outputRecord(k.ctx, k.c, srcKey, in, o, id)
 	if !ok {
 		return
@@ -146,43 +187,54 @@ func (k *checker) output(o *kgo.Record) {
 }
 
 // source finds the input record that r (an output or a dead letter,
-// what) came from and counts it as seen; nil if r names no input.
-func (k *checker) source(what string, r *kgo.Record) (*kgo.Record, string) {
-	srcKey, _ := Header(r, codec.HeaderSource)
-	in, ok := k.byKey[srcKey]
-	if !ok {
-		k.rep.problem(&k.rep.Unattributed, "%s %s/%d/%d has source %q, not an input record", what, r.Topic, r.Partition, r.Offset, srcKey)
-		return nil, srcKey
+// what) came from: nil if its source is no input record. ok is false if
+// r has no valid source header (it is then counted as unattributed).
+func (k *checker) source(what string, r *kgo.Record) (in *kgo.Record, src pverify.Coord, srcKey string, ok bool) {
+	srcKey, _ = Header(r, codec.HeaderSource)
+	t, p, off, err := codec.ParseSource(srcKey)
+	if err != nil {
+		k.ledger.Unattributed(pverify.Coord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}, "bad source header")
+		if len(k.rep.Problems) < 5 {
+			k.rep.Problems = append(k.rep.Problems, fmt.Sprintf("%s %s/%d/%d has source %q, not an input record", what, r.Topic, r.Partition, r.Offset, srcKey))
+		}
+		return nil, src, srcKey, false
 	}
-	k.seen[srcKey]++
-	return in, srcKey
+	return k.byKey[srcKey], pverify.Coord{Topic: t, Partition: p, Offset: off}, srcKey, true
 }
 
 // deadLetter accounts for one record of the DLQ.
 func (k *checker) deadLetter(d *kgo.Record) {
-	rep := &k.rep
-	in, srcKey := k.source("dead letter", d)
-	if in == nil {
+	in, src, srcKey, ok := k.source("dead letter", d)
+	if !ok {
 		return
 	}
-	rep.deadLetterRecord(srcKey, in, d)
+	k.ledger.DeadLetter(src, pverify.Coord{Topic: d.Topic, Partition: d.Partition, Offset: d.Offset})
+	if in != nil {
+		k.rep.deadLetterRecord(srcKey, in, d)
+	}
 }
 
-// tally counts the inputs lost and duplicated.
+// tally takes the fates of the inputs from the ledger: an output naming no
+// input record (outside every input's range, or in it but no input) is
+// unattributed here, since the test wrote every input.
 func (k *checker) tally() {
 	rep := &k.rep
-	for key := range k.byKey {
-		switch n := k.seen[key]; {
-		case n == 0:
-			rep.Lost++
+	l := k.ledger.Report()
+	rep.Lost, rep.Duplicated, rep.Renumbered, rep.Reissued = int(l.Lost), int(l.Duplicated), int(l.Renumbered), int(l.DuplicateNumbers)
+	rep.Unattributed = int(l.Unattributed + l.OutsideRange)
+	for _, kind := range []struct {
+		name   string
+		faults []pverify.Fault
+	}{{"lost", l.Faults.Lost}, {"duplicated", l.Faults.Duplicated}, {"renumbered", l.Faults.Renumbered},
+		{"duplicate number", l.Faults.DuplicateNumbers}, {"unattributed", l.Faults.Unattributed}} {
+		for _, f := range kind.faults {
 			if len(rep.Problems) < 5 {
-				rep.Problems = append(rep.Problems, "lost "+key)
+				rep.Problems = append(rep.Problems, fmt.Sprintf("%s %s %v %v %s", kind.name, f.Source, f.Numbers, f.Output, f.Reason))
 			}
-		case n > 1:
-			var extra int
-			rep.problem(&extra, "%s appears %d times", key, n)
-			rep.Duplicated += n - 1
 		}
+	}
+	if l.OutsideRange > 0 && len(rep.Problems) < 5 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%d output or dead-letter records name a source that is no input record", l.OutsideRange))
 	}
 	rep.Unique = len(k.numbers)
 }

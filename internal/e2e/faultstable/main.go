@@ -94,8 +94,8 @@ func printTable(results []e2e.Result, kafka string, commands bool) {
 		}
 		latest[k] = r
 	}
-	fmt.Println("| fault | records | lost | duplicated | numbers reissued | longest stall | time to recover |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| fault | records | lost | duplicated | renumbered | numbers reissued | `flakestream verify` | longest stall | time to recover |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---|---:|---:|")
 	for i, k := range order {
 		r := latest[k]
 		name := r.Fault
@@ -105,8 +105,8 @@ func printTable(results []e2e.Result, kafka string, commands bool) {
 		if !r.OK {
 			name += " **(failed: " + reasons(r) + ")**"
 		}
-		fmt.Printf("| %s [%d] | %s | %d | %d | %d | %s | %s |\n", name, i+1, thousands(r.Records), r.Lost, r.Duplicated, r.Reissued,
-			seconds(r.LongestStallS), recovery(r))
+		fmt.Printf("| %s [%d] | %s | %d | %d | %d | %d | %s | %s | %s |\n", name, i+1, thousands(r.Records), r.Lost, r.Duplicated, r.Renumbered, r.Reissued,
+			verified(r), seconds(r.LongestStallS), recovery(r))
 	}
 	if commands {
 		fmt.Println()
@@ -117,6 +117,20 @@ func printTable(results []e2e.Result, kafka string, commands bool) {
 	}
 }
 
+// verified says what `flakestream verify` made of the run's topics: exact
+// or not, as the suite's cross-check recorded it ("not run" for results
+// from before the cross-check).
+func verified(r e2e.Result) string {
+	v, ok := r.Extra["verify"].(map[string]any)
+	if !ok {
+		return "not run"
+	}
+	if v["exact"] == true {
+		return "exact"
+	}
+	return fmt.Sprintf("not exact (lost %v, duplicated %v, renumbered %v)", v["lost"], v["duplicated"], v["renumbered"])
+}
+
 // reasons says what made a run fail besides the table's columns.
 func reasons(r e2e.Result) string {
 	var out []string
@@ -124,7 +138,7 @@ func reasons(r e2e.Result) string {
 		n    int
 		what string
 	}{
-		{r.Lost, "lost"}, {r.Duplicated, "duplicated"}, {r.Reissued, "reissued"},
+		{r.Lost, "lost"}, {r.Duplicated, "duplicated"}, {r.Renumbered, "renumbered"}, {r.Reissued, "reissued"},
 		{r.OrderViolations, "order violations"}, {r.Mismatched, "mismatched"},
 		{r.Unattributed, "unattributed"}, {r.WorkerExits, "worker exits"},
 	} {
