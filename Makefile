@@ -93,7 +93,7 @@ demo:
 # A short run of every fuzz target.
 FUZZTIME ?= 20s
 fuzz:
-	@for pkg in ./idgen ./codec ./pipeline/audit; do \
+	@for pkg in ./idgen ./codec ./pipeline/audit ./verify; do \
 	  for f in $$($(GO) test -list 'Fuzz.*' $$pkg | grep ^Fuzz); do \
 	    echo "== $$pkg $$f"; $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
 	  done; \

@@ -47,8 +47,10 @@ const MaxExamples = 10
 // as one entry (16 bytes) for the duplicate-number check.
 //
 // The input side (Input, Marker) and the output side (Output, DeadLetter,
-// Unattributed, Invalid) may each run in a goroutine of its own: they touch
-// disjoint state. Each side itself is not safe for concurrent use.
+// Unattributed, Invalid) may each run in goroutines of their own: they
+// touch disjoint state. On the input side, calls for different partitions
+// may run concurrently (each partition's state is its own); the output
+// side is not safe for concurrent use.
 type Ledger struct {
 	parts  map[string][]*part // by topic, then partition (nil: not in range)
 	ranges []Range
@@ -75,8 +77,7 @@ const (
 
 // inSide is what only the input side writes.
 type inSide struct {
-	input, passthroughIn int64
-	notCheckable         int64
+	notCheckable int64
 }
 
 // outSide is what only the output side writes.
@@ -160,10 +161,8 @@ func (l *Ledger) Input(c Coord, hasNumber bool) {
 		return
 	}
 	setBit(p.rec, i)
-	l.in.input++
 	if hasNumber {
 		setBit(p.hasNum, i)
-		l.in.passthroughIn++
 	}
 }
 
@@ -176,7 +175,7 @@ func (l *Ledger) Marker(c Coord) {
 
 // NotCheckable counts n input offsets of the ranges that can no longer be
 // read (retention or compaction removed them): they are reported, never
-// counted as lost.
+// counted as lost. Call it from one goroutine, outside the reading.
 func (l *Ledger) NotCheckable(n int64) { l.in.notCheckable += n }
 
 // Output records an output record at at, which names src as its source
@@ -326,7 +325,7 @@ func (r Report) String() string {
 // done; it only reads the ledger.
 func (l *Ledger) Report() Report {
 	o := &l.out
-	rep := Report{Counts: Counts{Input: l.in.input, NotCheckable: l.in.notCheckable, Duplicated: o.duplicated,
+	rep := Report{Counts: Counts{NotCheckable: l.in.notCheckable, Duplicated: o.duplicated,
 		Renumbered: o.renumbered, Unattributed: o.unattributed, InvalidNumbers: o.invalid, OutsideRange: o.outside}}
 	rep.Faults.Duplicated = o.ex.duplicated
 	rep.Faults.Renumbered = o.ex.renumbered
@@ -376,6 +375,7 @@ func (l *Ledger) tallyPart(p *part, rep *Report) {
 			}
 			continue
 		}
+		c.Input++
 		switch {
 		case st&outSeen != 0 && bit(p.hasNum, i):
 			c.Passthrough++

@@ -39,7 +39,7 @@ func TestLedgerFaults(t *testing.T) {
 		want  func(c Counts) bool
 		kind  func(f Faults) []Fault
 	}{
-		{"lost", func(l *Ledger) { l.Input(in(0, 20), false) }, // beyond the range: ignored
+		{"an input beyond the range is ignored", func(l *Ledger) { l.Input(in(0, 20), false) },
 			func(c Counts) bool { return c.Lost == 0 && c.Exact }, nil},
 		{"a copy with the same number", func(l *Ledger) { l.Output(in(0, 3), out(0, 50), 1003) },
 			func(c Counts) bool {
@@ -181,4 +181,25 @@ func TestParseOffsets(t *testing.T) {
 	if _, err := ParseBound("yesterday"); err == nil {
 		t.Error("ParseBound(yesterday): no error")
 	}
+}
+
+// FuzzParseBound: ParseBound never panics, and what it accepts names only
+// non-negative partitions and offsets.
+func FuzzParseBound(f *testing.F) {
+	for _, s := range []string{"start", "end", "0:10,1:20", "t:0:1", "2026-12-01T00:00:00Z", "::", "0:-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, err := ParseBound(s)
+		if err != nil {
+			return
+		}
+		for _, m := range b.Offsets {
+			for p, o := range m {
+				if p < 0 || o < 0 {
+					t.Fatalf("ParseBound(%q) gave partition %d offset %d", s, p, o)
+				}
+			}
+		}
+	})
 }

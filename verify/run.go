@@ -1,12 +1,15 @@
 package verify
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -51,6 +54,23 @@ type Config struct {
 	// StallTimeout bounds how long a read may go without a record while
 	// partitions are left to read. Default DefaultStallTimeout.
 	StallTimeout time.Duration
+	// Readers is how many Kafka clients read each side (the input, and
+	// the output with the DLQ), their partitions split among them, so
+	// that one fetch's wait does not stall the side. Default 2.
+	Readers int
+	// Planned, if set, is called with the input ranges once they are
+	// resolved, before any record is read (the CLI sizes its memory limit
+	// by LedgerBytes of them).
+	Planned func([]Range)
+}
+
+// LedgerBytes is about what the ledger of ranges holds in memory.
+func LedgerBytes(ranges []Range) int64 {
+	var n int64
+	for _, r := range ranges {
+		n += max(r.To-r.From, 0)
+	}
+	return n*9 + n*3/8
 }
 
 // Result is a Report with what was read to make it.
@@ -77,6 +97,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	if cfg.StallTimeout <= 0 {
 		cfg.StallTimeout = DefaultStallTimeout
+	}
+	if cfg.Readers <= 0 {
+		cfg.Readers = 1
 	}
 	start := time.Now()
 	admCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.KafkaOpts...)...)
@@ -117,12 +140,22 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			cfg.Log.Info("verify: " + n)
 		}
 	}
+	if cfg.Planned != nil {
+		cfg.Planned(in.ranges)
+	}
 	l := NewLedger(in.ranges)
 	l.NotCheckable(in.notCheckable)
 	r := &reader{cfg: cfg, l: l, total: span(in.ranges) + span(out.ranges)}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return r.read(gctx, in.ranges, r.input) })
-	g.Go(func() error { return r.read(gctx, out.ranges, r.output) })
+	// Each input partition is read by one client, so the input side's
+	// ledger calls never share a partition; the output side's are
+	// serialized by outMu.
+	for _, part := range split(in.ranges, cfg.Readers) {
+		g.Go(func() error { return r.read(gctx, part, r.input) })
+	}
+	for _, part := range split(out.ranges, cfg.Readers) {
+		g.Go(func() error { return r.read(gctx, part, r.output) })
+	}
 	stopProgress := r.reportProgress(gctx)
 	err = g.Wait()
 	stopProgress()
@@ -216,6 +249,21 @@ func (l *Ledger) countCompacted(rg Range) {
 	}
 }
 
+// split deals ranges out to k groups, the larger ranges first, each to the
+// group with the least so far.
+func split(ranges []Range, k int) [][]Range {
+	sorted := append([]Range(nil), ranges...)
+	slices.SortFunc(sorted, func(a, b Range) int { return cmp.Compare(b.To-b.From, a.To-a.From) })
+	groups := make([][]Range, k)
+	load := make([]int64, k)
+	for _, r := range sorted {
+		i := slices.Index(load, slices.Min(load))
+		groups[i] = append(groups[i], r)
+		load[i] += r.To - r.From
+	}
+	return slices.DeleteFunc(groups, func(g []Range) bool { return len(g) == 0 })
+}
+
 func span(rs []Range) (n int64) {
 	for _, r := range rs {
 		n += r.To - r.From
@@ -227,6 +275,7 @@ func span(rs []Range) (n int64) {
 type reader struct {
 	cfg     Config
 	l       *Ledger
+	outMu   sync.Mutex // the output side of l
 	total   int64
 	done    atomic.Int64 // offsets passed
 	records atomic.Int64
@@ -256,7 +305,7 @@ func (r *reader) read(ctx context.Context, ranges []Range, each func(context.Con
 	}
 	opts := append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...), kgo.ConsumePartitions(consume),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
-		kgo.FetchMaxBytes(32 << 20), kgo.FetchMaxPartitionBytes(4 << 20)}, r.cfg.KafkaOpts...)
+		kgo.FetchMaxBytes(2 << 20), kgo.FetchMaxPartitionBytes(1 << 20)}, r.cfg.KafkaOpts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("verify: kafka client: %w", err)
@@ -361,32 +410,37 @@ func (r *reader) input(ctx context.Context, rec *kgo.Record) error {
 	return nil
 }
 
-// output feeds one output or DLQ record to the ledger.
+// output feeds one output or DLQ record to the ledger. The record is
+// parsed outside the lock; only the ledger call holds it.
 func (r *reader) output(ctx context.Context, rec *kgo.Record) error {
 	if rec.Attrs.IsControl() {
 		return nil
 	}
 	at := Coord{rec.Topic, rec.Partition, rec.Offset}
+	apply := func(f func(*Ledger)) error {
+		r.outMu.Lock()
+		f(r.l)
+		r.outMu.Unlock()
+		return nil
+	}
 	raw, ok := header(rec, codec.HeaderSource)
 	if !ok {
-		r.l.Unattributed(at, "no "+codec.HeaderSource+" header")
-		return nil
+		return apply(func(l *Ledger) { l.Unattributed(at, "no "+codec.HeaderSource+" header") })
 	}
 	t, p, o, err := codec.ParseSource(string(raw))
 	if err != nil {
-		r.l.Unattributed(at, fmt.Sprintf("%s header %s is malformed", codec.HeaderSource, strconv.Quote(string(raw))))
-		return nil
+		reason := fmt.Sprintf("%s header %s is malformed", codec.HeaderSource, strconv.Quote(string(raw)))
+		return apply(func(l *Ledger) { l.Unattributed(at, reason) })
 	}
 	src := Coord{t, p, o}
 	if rec.Topic == r.cfg.DLQ {
-		r.l.DeadLetter(src, at)
-		return nil
+		return apply(func(l *Ledger) { l.DeadLetter(src, at) })
 	}
 	var n int64
 	if h, ok := header(rec, codec.HeaderNumber); ok {
 		if n, err = codec.ParseNumber(h); err != nil {
-			r.l.Invalid(src, at, fmt.Sprintf("%s header %s: %v", codec.HeaderNumber, strconv.Quote(string(h)), err))
-			return nil
+			reason := fmt.Sprintf("%s header %s: %v", codec.HeaderNumber, strconv.Quote(string(h)), err)
+			return apply(func(l *Ledger) { l.Invalid(src, at, reason) })
 		}
 	} else {
 		n, ok, err = r.cfg.Format.Number(ctx, rec.Value)
@@ -394,12 +448,12 @@ func (r *reader) output(ctx context.Context, rec *kgo.Record) error {
 			return fmt.Errorf("verify: read output %s: %w", at, err)
 		}
 		if !ok {
-			r.l.Invalid(src, at, "no "+codec.HeaderNumber+" header and no valid number in the value")
-			return nil
+			return apply(func(l *Ledger) {
+				l.Invalid(src, at, "no "+codec.HeaderNumber+" header and no valid number in the value")
+			})
 		}
 	}
-	r.l.Output(src, at, n)
-	return nil
+	return apply(func(l *Ledger) { l.Output(src, at, n) })
 }
 
 // header returns the value of the last header named key, as the worker

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"runtime/debug"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -135,12 +137,26 @@ func (cfg *verifyConfig) verify(c *cli.Context) (verify.Result, error) {
 	}
 	res, err := verify.Run(c.Context, verify.Config{Brokers: cfg.kafka.brokers.Value(), KafkaOpts: kopts, Inputs: inputs,
 		Output: cc.outputTopic, DLQ: dlq, OptionalDLQ: optional, From: from, To: to, Format: f, Progress: prog.update,
-		Log: log, StallTimeout: cfg.stallTimeout})
+		Log: log, StallTimeout: cfg.stallTimeout, Planned: limitMemory})
 	prog.finish(err == nil)
 	if err != nil {
 		return verify.Result{}, err
 	}
 	return res, nil
+}
+
+// verifyHeadroom is what verify's memory limit allows above its ledger:
+// the fetch buffers of its readers and the records being counted.
+const verifyHeadroom = 96 << 20
+
+// limitMemory sets the garbage collector's soft memory limit to the
+// ledger of ranges plus verifyHeadroom, unless GOMEMLIMIT sets one, so
+// that verify's peak stays near what it must hold rather than twice that
+// (the default GOGC lets the heap double before collecting).
+func limitMemory(ranges []verify.Range) {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(verify.LedgerBytes(ranges) + verifyHeadroom)
+	}
 }
 
 // bound parses --from or --to, or its -offsets form; both at once is a
