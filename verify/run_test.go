@@ -3,16 +3,19 @@ package verify_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/codec/schema"
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/internal/pipetest"
 	"github.com/flakestream/flakestream/pipeline"
 	"github.com/flakestream/flakestream/verify"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 )
 
 // fixture is a worker's finished run on the test Kafka: two input topics
@@ -251,6 +254,79 @@ func TestRunBadInput(t *testing.T) {
 			tc.mod(&cfg)
 			if _, err := verify.Run(ctx, cfg); !errors.Is(err, tc.want) {
 				t.Fatalf("err %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// Avro and Protobuf: an input record that already carries a number is told
+// apart through the Format, and an output record without a number header is
+// read by its value.
+func TestRunAvroAndProtobuf(t *testing.T) {
+	for _, vf := range []codec.ValueFormat{codec.ValueAvro, codec.ValueProtobuf} {
+		t.Run(string(vf), func(t *testing.T) {
+			e := pipetest.NewEnv(t, 2)
+			reg := srfake.New()
+			t.Cleanup(reg.Close)
+			ctx := context.Background()
+			f, err := schema.New(schema.Settings{Format: vf, URL: reg.URL(), OutputTopic: e.Out})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := schema.RegisterDemoSchema(ctx, f.Client(), vf, e.Input+"-value")
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs := make([]*kgo.Record, 400)
+			for i := range recs {
+				recs[i] = &kgo.Record{Topic: e.Input, Partition: int32(i % 2), Key: []byte(strconv.Itoa(i)),
+					Value: schema.AppendDemoOrder(nil, vf, id, i, 1_800_000_000_000)}
+			}
+			cl := e.Kafka.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			w, err := pipeline.NewWorker(pipeline.Brokers(e.Kafka.Addrs...), pipeline.InputTopics(e.Input), pipeline.OutputTopic(e.Out),
+				pipeline.DLQTopic(e.DLQ), pipeline.Group(e.Group), pipeline.InstanceID("v"), pipeline.Numbers(e.Generator(t, 1)),
+				pipeline.Codec(e.Codec), pipeline.Format(f), pipeline.TransactionTimeout(5*time.Second), pipeline.Logger(pipetest.Logger(t)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := pipetest.Go(t, "worker", w.Run)
+			for deadline := time.Now().Add(time.Minute); w.Stats().In < int64(len(recs)); time.Sleep(100 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the worker took %d of %d records in a minute", w.Stats().In, len(recs))
+				}
+			}
+			run.Stop(t)
+			s := w.Stats()
+			cfg := verify.Config{Brokers: e.Kafka.Addrs, Inputs: []string{e.Input}, Output: e.Out, DLQ: e.DLQ, Format: f}
+			res, err := verify.Run(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Exact || res.Numbered != s.Numbered || res.Passthrough != s.Passthrough || res.DeadLettered != s.DLQ {
+				t.Fatalf("%s; the worker's stats %+v", res.Report, s)
+			}
+			// The same copies without their number header: verify reads
+			// each number from the value.
+			outs, err := e.ReadTopic(e.Out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bare := e.Input + ".bare"
+			e.Kafka.CreateTopic(t, bare, 2)
+			copies := make([]*kgo.Record, len(outs))
+			for i, o := range outs {
+				hs := slices.DeleteFunc(o.Headers, func(h kgo.RecordHeader) bool { return h.Key == codec.HeaderNumber })
+				copies[i] = &kgo.Record{Topic: bare, Partition: o.Partition, Key: o.Key, Value: o.Value, Headers: hs}
+			}
+			if err := cl.ProduceSync(ctx, copies...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			cfg.Output = bare
+			if res, err = verify.Run(ctx, cfg); err != nil || !res.Exact || res.Numbered != s.Numbered || res.InvalidNumbers != 0 {
+				t.Fatalf("numbers from the value: %s, %v", res.Report, err)
 			}
 		})
 	}
