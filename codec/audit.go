@@ -111,7 +111,7 @@ func (d Decoded) appendFields(dst []byte) []byte {
 // and, only on a record flagged AnomalyRenumbered, one more field after
 // "anomalies":
 //
-//	 "first_copy":{"topic":"<string>","partition":<int>,"offset":<int>,"id":"<decimal>"}
+//	"first_copy":{"topic":"<string>","partition":<int>,"offset":<int>,"id":"<decimal>"}
 //
 // The first seven are the embedded Decoded's; for a record without a
 // decodable number, Decoded.Valid is false and they are "" and 0.
