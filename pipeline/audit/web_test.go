@@ -44,7 +44,7 @@ func TestAuditPageServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for path, want := range map[string]string{"/": "<title>flakestream audit</title>", "/app.js": "api/summary",
-		"/style.css": "--bg", "/api/summary": `"kinds":["duplicate","backwards","unknown_server","unknown_worker","future","lag","invalid"]`} {
+		"/style.css": "--bg", "/api/summary": `"kinds":["duplicate","renumbered","backwards","unknown_server","unknown_worker","future","lag","invalid"]`} {
 		res, err := http.Get("http://" + addr.String() + path)
 		if err != nil {
 			t.Fatal(err)
