@@ -101,7 +101,7 @@ type detectorConfig struct {
 	// keyOf, if set, reads a record's order key (--key): the same key with
 	// another number is renumbered too.
 	keyOf func(r *kgo.Record) ([]byte, bool)
-	now         func() time.Time
+	now   func() time.Time
 }
 
 // detector decodes numbers and flags anomalies. Its state (the dup window,
@@ -140,7 +140,7 @@ func newDetector(c detectorConfig) *detector {
 		c.now = time.Now
 	}
 	return &detector{
-		cfg:        c,
+		cfg:          c,
 		dups:         newDupWindow(c.layout, c.window, c.maxEntries),
 		orders:       newOrderWindow(c.layout, c.window, c.maxEntries),
 		last:         make(map[partKey]lastSeen),

@@ -351,7 +351,10 @@ func TestDetectorRenumbered(t *testing.T) {
 	at := func(d time.Duration, seq int64) int64 { return mustCompose(t, l, testNow.Add(d), 1, 1, seq) }
 	byHeader := func(c *detectorConfig) {
 		spec := pipelineKey(t, "header:ref")
-		c.keyOf = func(r *kgo.Record) ([]byte, bool) { k, err := spec.Key(t.Context(), codec.JSONFormat{}, r); return k, err == nil }
+		c.keyOf = func(r *kgo.Record) ([]byte, bool) {
+			k, err := spec.Key(t.Context(), codec.JSONFormat{}, r)
+			return k, err == nil
+		}
 	}
 	cases := []struct {
 		name string
