@@ -310,7 +310,6 @@ func BenchmarkAuditBatch(b *testing.B) {
 	const n = 10000
 	batch := &a.b
 	batch.in = make([]*kgo.Record, n)
-	src := []byte("orders/0/0")
 	start := time.Now().Add(-time.Minute)
 	round := 0
 	b.ReportAllocs()
@@ -320,7 +319,8 @@ func BenchmarkAuditBatch(b *testing.B) {
 			// 10 numbers per ms, new ones every round.
 			id := mustCompose(b, l, start.Add(time.Duration(round*n+i)/10*time.Millisecond), 1, 1, int64(i%10))
 			batch.in[i] = &kgo.Record{Topic: "t", Partition: int32(i % 4), Offset: int64(round*n + i), Timestamp: start, Value: []byte(`{}`),
-				Headers: []kgo.RecordHeader{{Key: codec.HeaderNumber, Value: strconv.AppendInt(nil, id, 10)}, {Key: codec.HeaderSource, Value: src}}}
+				Headers: []kgo.RecordHeader{{Key: codec.HeaderNumber, Value: strconv.AppendInt(nil, id, 10)},
+					{Key: codec.HeaderSource, Value: codec.AppendSource(nil, "orders", int32(i%4), int64(round*n+i))}}}
 		}
 		round++
 		b.StartTimer()
