@@ -143,5 +143,19 @@ func TestAuditLivePage(t *testing.T) {
 		t.Fatalf("status %q, want live", s)
 	}
 	shot("audit-page-2.png")
+
+	// An order numbered twice: its source again with another number. The
+	// renumbered tile counts it, and its row names the first copy.
+	src := kgo.RecordHeader{Key: codec.HeaderSource, Value: []byte("orders/0/77")}
+	firstID, secondID := mustCompose(t, l, time.Now(), 1, 3, 4000), mustCompose(t, l, time.Now().Add(time.Millisecond), 1, 3, 4001)
+	produceTo(t, k, &kgo.Record{Topic: topic, Partition: 0, Value: []byte(`{}`), Timestamp: time.Now(),
+		Headers: []kgo.RecordHeader{{Key: codec.HeaderNumber, Value: fmt.Appendf(nil, "%d", firstID)}, src}})
+	produceTo(t, k, &kgo.Record{Topic: topic, Partition: 1, Value: []byte(`{}`), Timestamp: time.Now(),
+		Headers: []kgo.RecordHeader{{Key: codec.HeaderNumber, Value: fmt.Appendf(nil, "%d", secondID)}, src}})
+	waitAudited(t, 74, run)
+	waitJS("one renumbered", `document.getElementById("anom-renumbered").textContent === "1"`)
+	waitJS("the renumbered row names its first copy",
+		fmt.Sprintf(`document.querySelector("#flagged tbody tr").textContent.includes("renumbered") && document.querySelector("#flagged tbody tr").textContent.includes("first %s/0/") && document.querySelector("#flagged tbody tr").textContent.includes("#%d")`, topic, firstID))
+	shot("audit-page-3.png")
 	tab.NoJSErrors()
 }
