@@ -272,6 +272,7 @@ type liveSummary struct {
 	MaxLagMs    int64            `json:"max_lag_ms"`
 	Servers     []int64          `json:"allowed_servers"` // null: any
 	Workers     []int64          `json:"allowed_workers"` // null: any
+	Key         string           `json:"key"`             // --key, "" when off
 	Audited     int64            `json:"audited"`
 	Kinds       []string         `json:"kinds"`
 	Anomalies   map[string]int64 `json:"anomalies"`
@@ -315,6 +316,9 @@ func (s *liveState) summary(now time.Time, ready error) liveSummary {
 		Dup: dupSummary{Entries: s.m.dupEntries.Load(), MaxEntries: c.dupMaxEntries, Evictions: s.m.dupEvictions.Load(),
 			Unchecked: s.m.unchecked.Load(), EffectiveMs: s.m.effectiveMs.Load(),
 			OrderEntries: s.m.orderEntries.Load(), OrderEvictions: s.m.orderEvictions.Load()},
+	}
+	if c.key != nil {
+		sum.Key = c.key.String()
 	}
 	if ready != nil {
 		sum.Ready = ready.Error()

@@ -180,7 +180,8 @@ function render(s) {
     " · unchecked " + fmt.format(d.unchecked) +
     " · max skew " + duration(s.max_skew_ms) + " · max lag " + (s.max_lag_ms ? duration(s.max_lag_ms) : "off") +
     " · servers " + (s.allowed_servers ? s.allowed_servers.join(",") : "any") +
-    " · workers " + (s.allowed_workers ? s.allowed_workers.join(",") : "any");
+    " · workers " + (s.allowed_workers ? s.allowed_workers.join(",") : "any") +
+    " · renumbered by source" + (s.key ? " and " + s.key : "");
 }
 
 async function poll() {
