@@ -186,7 +186,7 @@ func (d *detector) commit() {
 	}
 	for _, h := range d.orderNames {
 		e := d.ordersStaged[h]
-		d.orders.add(orderName{h, e.check}, e, d.limit)
+		d.orders.insert(orderName{h, e.check}, e, d.limit)
 	}
 	for k, v := range d.lastStaged {
 		d.last[k] = v
@@ -290,10 +290,10 @@ func (d *detector) renumbered(r *kgo.Record, src string, id int64) (firstCopy, b
 	var renumbered bool
 	b := d.orders.bucketOf(id)
 	for _, name := range names[:n] {
-		e, seen := d.ordersStaged[name.hash]
-		seen = seen && e.check == name.check
-		if !seen {
-			e, seen = d.orders.lookup(name)
+		e, taken := d.ordersStaged[name.hash]
+		seen := taken && e.check == name.check
+		if !taken {
+			e, seen, taken = d.orders.lookup(name)
 		}
 		switch {
 		case seen && e.id != id && !renumbered:
@@ -302,12 +302,13 @@ func (d *detector) renumbered(r *kgo.Record, src string, id int64) (firstCopy, b
 		case seen:
 			// The same number again is the dup window's business; a
 			// renumbered copy is not a first copy.
+		case taken:
+			// Another name with the same 64-bit hash holds the slot:
+			// this one goes unchecked (about entries/2^64 per record).
 		case d.orders.checkable(b, d.owm, d.limit):
-			if _, taken := d.ordersStaged[name.hash]; !taken {
-				d.ordersStaged[name.hash] = orderEntry{id: id, offset: r.Offset,
-					part: d.orders.part(partKey{r.Topic, r.Partition}), check: name.check}
-				d.orderNames = append(d.orderNames, name.hash)
-			}
+			d.ordersStaged[name.hash] = orderEntry{id: id, offset: r.Offset,
+				part: d.orders.part(partKey{r.Topic, r.Partition}), check: name.check}
+			d.orderNames = append(d.orderNames, name.hash)
 			d.owm = max(d.owm, b)
 		}
 	}

@@ -500,3 +500,24 @@ func TestDetectorRenumberedWindow(t *testing.T) {
 		t.Fatalf("a kept order came back with another number: %v, want renumbered", got[0])
 	}
 }
+
+// Two names with the same 64-bit hash but different checks are two
+// orders: the second is neither flagged against the first nor written over
+// it (it goes unchecked), and the window's count stays right.
+func TestDetectorOrderHashCollision(t *testing.T) {
+	l := idgen.DefaultLayout()
+	d := newTestDetector(t, nil)
+	n := d.orders.sourceName("in/0/1")
+	other := orderName{n.hash, n.check ^ 1}
+	if !d.orders.add(other, orderEntry{id: mustCompose(t, l, testNow, 1, 1, 0), part: d.orders.part(partKey{"t", 0})}, 1<<62) {
+		t.Fatal("the first name was not remembered")
+	}
+	for i := range int64(2) {
+		if got := auditAll(d, sourced(0, 1+i, mustCompose(t, l, testNow, 1, 1, 1+i), "in/0/1")); got[0] != nil {
+			t.Fatalf("a name sharing another's hash was flagged %v", got[0])
+		}
+	}
+	if _, found, taken := d.orders.lookup(other); !found || !taken || d.orders.entries != 1 || len(d.orders.m) != 1 {
+		t.Fatalf("the first name found %v taken %v; %d entries, %d in the map: want it alone", found, taken, d.orders.entries, len(d.orders.m))
+	}
+}

@@ -103,22 +103,29 @@ func (w *orderWindow) part(k partKey) uint32 {
 	return i
 }
 
-// lookup returns the first copy of the order named n, if remembered.
-func (w *orderWindow) lookup(n orderName) (orderEntry, bool) {
-	e, ok := w.m[n.hash]
-	return e, ok && e.check == n.check
+// lookup returns the first copy of the order named n, if remembered, and
+// whether its hash is taken (by it, or by another name with that hash).
+func (w *orderWindow) lookup(n orderName) (e orderEntry, found, taken bool) {
+	e, taken = w.m[n.hash]
+	return e, taken && e.check == n.check, taken
 }
 
 // add remembers e as the first copy of the order named n, unless its
 // number is outside the window (limit is the newest bucket the clock
-// allows, as for the dup window) or the name is already taken. It reports
-// whether e was remembered.
+// allows, as for the dup window) or the name's hash is already taken. It
+// reports whether e was remembered.
 func (w *orderWindow) add(n orderName, e orderEntry, limit int64) bool {
-	b := w.bucketOf(e.id)
-	if b < 0 || !w.checkable(b, w.watermark, limit) {
+	if _, taken := w.m[n.hash]; taken {
 		return false
 	}
-	if _, taken := w.m[n.hash]; taken {
+	return w.insert(n, e, limit)
+}
+
+// insert is add for a name whose hash the caller knows is not taken (the
+// detector looked it up when it staged it): one map access fewer.
+func (w *orderWindow) insert(n orderName, e orderEntry, limit int64) bool {
+	b := w.bucketOf(e.id)
+	if b < 0 || !w.checkable(b, w.watermark, limit) {
 		return false
 	}
 	if b > w.watermark {
