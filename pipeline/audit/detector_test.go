@@ -236,6 +236,7 @@ func TestDetectorObserve(t *testing.T) {
 //   - a record without a decodable number is flagged exactly ["invalid"],
 //     and one with a number never "invalid";
 //   - anomalies are listed in AnomalyKinds order, each at most once;
+//   - the same record (same source, same number) twice is never renumbered;
 //   - a valid number's parts compose back to it under the layout;
 //   - the JSON parses back (codec.ParseAuditRecord) to the same record.
 func FuzzDetector(f *testing.F) {
@@ -267,6 +268,9 @@ func FuzzDetector(f *testing.F) {
 			}
 			if rec.Valid && round == 1 && set&anDuplicate == 0 && d.unchecked == 0 {
 				t.Fatalf("the same number twice was not a duplicate: %v", rec.Anomalies)
+			}
+			if set&anRenumbered != 0 || rec.FirstCopy != nil {
+				t.Fatalf("the same record twice, same number, was renumbered: %v %+v", rec.Anomalies, rec.FirstCopy)
 			}
 			last := -1
 			for _, a := range rec.Anomalies {
