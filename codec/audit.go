@@ -14,6 +14,10 @@ const (
 	AnomalyDuplicate = "duplicate"
 	// AnomalyInvalid: the record carries no decodable number.
 	AnomalyInvalid = "invalid"
+	// AnomalyRenumbered: the order the record carries (its source, or its
+	// order key) was seen before with another number. The audit record's
+	// FirstCopy names that earlier copy.
+	AnomalyRenumbered = "renumbered"
 )
 
 // timeLayout is RFC 3339 with exactly three fractional digits. Go writes
@@ -104,6 +108,11 @@ func (d Decoded) appendFields(dst []byte) []byte {
 //	 "record_unix_ms":<int>,"lag_ms":<int>,"source":"<string>",
 //	 "anomalies":["duplicate",...]}
 //
+// and, only on a record flagged AnomalyRenumbered, one more field after
+// "anomalies":
+//
+//	"first_copy":{"topic":"<string>","partition":<int>,"offset":<int>,"id":"<decimal>"}
+//
 // The first seven are the embedded Decoded's; for a record without a
 // decodable number, Decoded.Valid is false and they are "" and 0.
 // "anomalies" is always an array, [] when there are none.
@@ -124,6 +133,18 @@ type AuditRecord struct {
 	// Anomalies lists what is wrong with the number (AnomalyDuplicate,
 	// AnomalyInvalid, ...); nil when nothing is.
 	Anomalies []string `json:"anomalies"`
+	// FirstCopy, on a record flagged AnomalyRenumbered, is the first copy
+	// of the same order, with the number it had; nil otherwise (and the
+	// field is then not written).
+	FirstCopy *Copy `json:"first_copy,omitempty"`
+}
+
+// Copy is one numbered copy of an order: where it is and its number.
+type Copy struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	ID        int64  `json:"id,string"`
 }
 
 // AppendJSON appends r as a JSON object to dst, escaping the strings as
@@ -151,7 +172,19 @@ func (r AuditRecord) AppendJSON(dst []byte) []byte {
 		}
 		dst = appendJSONString(dst, a)
 	}
-	return append(dst, "]}"...)
+	dst = append(dst, ']')
+	if c := r.FirstCopy; c != nil {
+		dst = append(dst, `,"first_copy":{"topic":`...)
+		dst = appendJSONString(dst, c.Topic)
+		dst = append(dst, `,"partition":`...)
+		dst = strconv.AppendInt(dst, int64(c.Partition), 10)
+		dst = append(dst, `,"offset":`...)
+		dst = strconv.AppendInt(dst, c.Offset, 10)
+		dst = append(dst, `,"id":"`...)
+		dst = strconv.AppendInt(dst, c.ID, 10)
+		dst = append(dst, `"}`...)
+	}
+	return append(dst, '}')
 }
 
 // MarshalJSON returns AppendJSON's output. It must be declared here: the
@@ -179,7 +212,10 @@ var auditFields = [...]string{"id", "unix_ms", "time", "elapsed_ms", "server", "
 // formatted as AppendJSON formats it (or "" when id is ""), and a record
 // with id "" must have 0 in the other number fields. Fields outside the
 // schema are ignored, so the schema can grow. An empty anomalies array
-// parses to nil. Errors wrap ErrInvalidAuditRecord.
+// parses to nil. "first_copy" may be absent (records written before it
+// existed, and every record that is not renumbered); when present it must
+// be an object with all four of its fields, its id a canonical decimal.
+// Errors wrap ErrInvalidAuditRecord.
 func ParseAuditRecord(b []byte) (AuditRecord, error) {
 	var r AuditRecord
 	if !utf8.Valid(b) {
@@ -204,6 +240,13 @@ func ParseAuditRecord(b []byte) (AuditRecord, error) {
 	if len(r.Anomalies) == 0 {
 		r.Anomalies = nil
 	}
+	if raw, ok := m["first_copy"]; ok {
+		c, err := parseCopy(raw)
+		if err != nil {
+			return AuditRecord{}, err
+		}
+		r.FirstCopy = &c
+	}
 	if id == "" {
 		if r.UnixMs != 0 || tm != "" || r.ElapsedMs != 0 || r.Server != 0 || r.Worker != 0 || r.Sequence != 0 {
 			return AuditRecord{}, fmt.Errorf("codec: audit record without id has number fields set: %w", ErrInvalidAuditRecord)
@@ -221,4 +264,31 @@ func ParseAuditRecord(b []byte) (AuditRecord, error) {
 			tm, r.UnixMs, want, ErrInvalidAuditRecord)
 	}
 	return r, nil
+}
+
+// parseCopy parses an audit record's "first_copy" as strictly as the
+// record itself.
+func parseCopy(raw json.RawMessage) (Copy, error) {
+	var c Copy
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return c, fmt.Errorf("codec: audit record: field \"first_copy\" is not an object: %w", ErrInvalidAuditRecord)
+	}
+	var id string
+	targets := map[string]any{"topic": &c.Topic, "partition": &c.Partition, "offset": &c.Offset, "id": &id}
+	for _, k := range [...]string{"topic", "partition", "offset", "id"} {
+		v, ok := m[k]
+		if !ok || string(v) == "null" {
+			return Copy{}, fmt.Errorf("codec: audit record: field \"first_copy.%s\" is missing or null: %w", k, ErrInvalidAuditRecord)
+		}
+		if err := json.Unmarshal(v, targets[k]); err != nil {
+			return Copy{}, fmt.Errorf("codec: audit record: field \"first_copy.%s\": %w: %w", k, ErrInvalidAuditRecord, err)
+		}
+	}
+	n, msg := parseDigits([]byte(id))
+	if msg != "" {
+		return Copy{}, fmt.Errorf("codec: audit record: first_copy.id %q %s: %w", id, msg, ErrInvalidAuditRecord)
+	}
+	c.ID = n
+	return c, nil
 }

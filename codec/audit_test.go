@@ -86,8 +86,9 @@ func TestAuditSchema(t *testing.T) {
 		}
 	}
 	walk(reflect.TypeFor[AuditRecord]())
-	// "time" has no field: it is derived from unix_ms.
-	want := append(append([]string{}, auditFields[:2]...), auditFields[3:]...)
+	// "time" has no field: it is derived from unix_ms. "first_copy" is
+	// written only on a renumbered record (TestAuditRecordFirstCopy).
+	want := append(append(append([]string{}, auditFields[:2]...), auditFields[3:]...), "first_copy")
 	if !reflect.DeepEqual(tags, want) {
 		t.Errorf("struct tags = %q, want %q", tags, want)
 	}
@@ -99,6 +100,8 @@ func TestParseAuditRecordRoundTrip(t *testing.T) {
 		{Topic: "t", Partition: 1, Offset: 2, RecordUnixMs: 3, LagMs: -4, Source: "s/1/1", Anomalies: []string{AnomalyInvalid}},
 		{Decoded: Decoded{Valid: true}},
 		{Decoded: Decoded{ID: 1<<63 - 1, UnixMs: -5, Valid: true}, Topic: "é\n", Anomalies: []string{"a", "b"}},
+		{Decoded: Decoded{ID: 7, Valid: true}, Anomalies: []string{AnomalyRenumbered},
+			FirstCopy: &Copy{Topic: "o\"é", Partition: 2, Offset: 1 << 40, ID: 1<<63 - 1}},
 	} {
 		b := rec.AppendJSON(nil)
 		got, err := ParseAuditRecord(b)
@@ -141,6 +144,12 @@ func TestParseAuditRecordErrors(t *testing.T) {
 		{"topic number", strings.Replace(valid, `"topic":"orders-numbered"`, `"topic":1`, 1)},
 		{"anomalies null", strings.Replace(valid, `"anomalies":["duplicate"]`, `"anomalies":null`, 1)},
 		{"anomalies string", strings.Replace(valid, `"anomalies":["duplicate"]`, `"anomalies":"duplicate"`, 1)},
+		{"first_copy null", strings.Replace(valid, `]}`, `],"first_copy":null}`, 1)},
+		{"first_copy not object", strings.Replace(valid, `]}`, `],"first_copy":[1]}`, 1)},
+		{"first_copy no id", strings.Replace(valid, `]}`, `],"first_copy":{"topic":"t","partition":0,"offset":1}}`, 1)},
+		{"first_copy id number", strings.Replace(valid, `]}`, `],"first_copy":{"topic":"t","partition":0,"offset":1,"id":5}}`, 1)},
+		{"first_copy id leading zero", strings.Replace(valid, `]}`, `],"first_copy":{"topic":"t","partition":0,"offset":1,"id":"05"}}`, 1)},
+		{"first_copy topic null", strings.Replace(valid, `]}`, `],"first_copy":{"topic":null,"partition":0,"offset":1,"id":"5"}}`, 1)},
 		{"invalid with number fields", `{"id":"","unix_ms":5,"time":"","elapsed_ms":0,"server":0,"worker":0,"sequence":0,` +
 			`"topic":"t","partition":0,"offset":0,"record_unix_ms":0,"lag_ms":0,"source":"","anomalies":[]}`},
 		{"invalid with time", `{"id":"","unix_ms":0,"time":"1970-01-01T00:00:00.000Z","elapsed_ms":0,"server":0,"worker":0,"sequence":0,` +
@@ -159,5 +168,33 @@ func TestParseAuditRecordErrors(t *testing.T) {
 	extra := strings.Replace(valid, `{`, `{"new_field":[1,{"x":2}],`, 1)
 	if got, err := ParseAuditRecord([]byte(extra)); err != nil || !reflect.DeepEqual(got, sampleAuditRecord()) {
 		t.Errorf("ParseAuditRecord with an unknown field = %+v, %v; want it ignored", got, err)
+	}
+}
+
+// A renumbered record names its first copy in one more field, after
+// "anomalies"; every other record is written exactly as before it existed.
+func TestAuditRecordFirstCopy(t *testing.T) {
+	rec := sampleAuditRecord()
+	before := string(rec.AppendJSON(nil))
+	if strings.Contains(before, "first_copy") {
+		t.Fatalf("a record without a first copy writes one: %s", before)
+	}
+	rec.Anomalies = []string{AnomalyRenumbered}
+	rec.FirstCopy = &Copy{Topic: "orders-numbered", Partition: 1, Offset: 99, ID: 229710323916800}
+	got := string(rec.AppendJSON(nil))
+	want := strings.Replace(before, `"anomalies":["duplicate"]}`,
+		`"anomalies":["renumbered"],"first_copy":{"topic":"orders-numbered","partition":1,"offset":99,"id":"229710323916800"}}`, 1)
+	if got != want {
+		t.Fatalf("AppendJSON =\n%s\nwant\n%s", got, want)
+	}
+	var std struct {
+		FirstCopy Copy `json:"first_copy"`
+	}
+	if err := json.Unmarshal([]byte(got), &std); err != nil || std.FirstCopy != *rec.FirstCopy {
+		t.Fatalf("encoding/json reads first_copy as %+v, %v", std.FirstCopy, err)
+	}
+	// An old record (no first_copy) parses with none.
+	if old, err := ParseAuditRecord([]byte(before)); err != nil || old.FirstCopy != nil {
+		t.Fatalf("old record: %+v, %v", old, err)
 	}
 }

@@ -161,6 +161,7 @@ func FuzzParseAuditRecord(f *testing.F) {
 		`"worker":0,"sequence":0,"topic":"\u00e9","partition":0,"offset":0,"record_unix_ms":0,` +
 		`"lag_ms":0,"source":"","anomalies":[],"extra":{}}`))
 	f.Add([]byte(`{}`))
+	f.Add(AuditRecord{Topic: "t", Anomalies: []string{AnomalyRenumbered}, FirstCopy: &Copy{Topic: "t", Offset: 1, ID: 2}}.AppendJSON(nil))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rec, err := ParseAuditRecord(data)
 		if err != nil {

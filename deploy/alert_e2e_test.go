@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/e2e"
 	"github.com/flakestream/flakestream/internal/testenv"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -31,6 +33,8 @@ const (
 	// scraped (so that the silence is not that of a missing series).
 	silentFor = 15 * time.Second
 	dupAlert  = "FlakestreamDuplicateNumber"
+	// renumAlert fires once an order is seen with a second number.
+	renumAlert = "FlakestreamOrderRenumbered"
 )
 
 // TestDuplicateAlertOnPrometheus runs Debian's prometheus with the rules
@@ -40,6 +44,9 @@ const (
 // duplicate number written to the numbered topic makes it fire within 30s
 // and reach the webhook with its severity and runbook. On the way, every
 // query of the dashboard must return data from the worker and the auditor.
+// Then a numbered record written again with another number (its source
+// the same) makes FlakestreamOrderRenumbered fire and reach the webhook
+// the same way, while the plain copy before it did not.
 func TestDuplicateAlertOnPrometheus(t *testing.T) {
 	promBin := lookBinary(t, "prometheus", "prometheus")
 	amBin := lookBinary(t, "prometheus-alertmanager", "prometheus-alertmanager")
@@ -154,6 +161,77 @@ scrape_configs:
 		t.Errorf("the webhook got %+v: want severity critical, job flakestream-audit, a summary and the runbook link", got)
 	}
 	t.Logf("%s at the webhook %.1fs after the duplicate was written", dupAlert, time.Since(injected).Seconds())
+
+	// So far, with a copy (same source, same number), no order was
+	// renumbered. Now one is: the same source with another number.
+	if a, err := promAlerts(prom); err != nil {
+		t.Fatal(err)
+	} else if st, ok := a[renumAlert]; ok {
+		t.Fatalf("%s is %s after a copied record (a duplicate, not a renumbering)", renumAlert, st)
+	}
+	injected = time.Now()
+	s.injectRenumbered(t)
+	waitFor(t, fireWithin, renumAlert+" firing on Prometheus", func() (bool, string) {
+		a, err := promAlerts(prom)
+		if err != nil {
+			return false, err.Error()
+		}
+		firedAfter = time.Since(injected)
+		return a[renumAlert] == "firing", fmt.Sprintf("alerts %v", a)
+	})
+	t.Logf("%s firing %.1fs after the renumbered copy was written", renumAlert, firedAfter.Seconds())
+	waitFor(t, 30*time.Second, renumAlert+" at the webhook through Alertmanager", func() (bool, string) {
+		return hook.received(renumAlert), "nothing yet"
+	})
+	got, _ = hook.alert(renumAlert)
+	if got.Labels["severity"] != "critical" || got.Labels["job"] != "flakestream-audit" ||
+		got.Annotations["runbook"] != runbookBase+"runbook-flakestreamorderrenumbered" || got.Annotations["summary"] == "" {
+		t.Errorf("the webhook got %+v: want severity critical, job flakestream-audit, a summary and the runbook link", got)
+	}
+	t.Logf("%s at the webhook %.1fs after the renumbered copy was written", renumAlert, time.Since(injected).Seconds())
+}
+
+// injectRenumbered reads one numbered record from the output topic and
+// writes it there again with another number (a fresh one of server 1,
+// worker 1, as the auditor allows): one order with two numbers, the
+// incident FlakestreamOrderRenumbered is for.
+func (s *stack) injectRenumbered(t *testing.T) {
+	t.Helper()
+	cl := s.env.Kafka.Client(t, kgo.ConsumeTopics(s.env.Output), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read a numbered record to renumber: %v", err)
+		}
+		var rec *kgo.Record
+		fs.EachRecord(func(r *kgo.Record) {
+			if rec == nil {
+				rec = r
+			}
+		})
+		if rec == nil {
+			continue
+		}
+		id, err := idgen.DefaultLayout().Compose(time.Now().UnixMilli(), 1, 1, 4095)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again := &kgo.Record{Topic: rec.Topic, Partition: rec.Partition, Key: rec.Key, Value: rec.Value}
+		for _, h := range rec.Headers {
+			if h.Key == codec.HeaderNumber {
+				h.Value = strconv.AppendInt(nil, id, 10)
+			}
+			again.Headers = append(again.Headers, h)
+		}
+		if err := cl.ProduceSync(ctx, again).FirstErr(); err != nil {
+			t.Fatalf("write the renumbered copy: %v", err)
+		}
+		t.Logf("wrote the record at %s/%d@%d again, numbered %d", rec.Topic, rec.Partition, rec.Offset, id)
+		return
+	}
 }
 
 // injectDuplicate reads one numbered record from the output topic and

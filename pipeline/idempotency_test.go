@@ -96,18 +96,81 @@ func TestIdempotencyMissingKeyAndDrop(t *testing.T) {
 	}
 }
 
-func TestParseIdempotencyKey(t *testing.T) {
-	for in, want := range map[string]string{"key": "", "field:order_ref": "order_ref"} {
-		if got, err := ParseIdempotencyKey(in); err != nil || got != want {
-			t.Errorf("ParseIdempotencyKey(%q) = %q, %v", in, got, err)
+func TestParseKeySpec(t *testing.T) {
+	for in, want := range map[string]KeySpec{"key": {}, "field:order_ref": {Field: "order_ref"}, "header:order-ref": {Header: "order-ref"}} {
+		if got, err := ParseKeySpec(in); err != nil || got != want || got.String() != in {
+			t.Errorf("ParseKeySpec(%q) = %+v (%q), %v", in, got, got.String(), err)
 		}
 	}
-	for _, bad := range []string{"", "field:", "ref", "header:x"} {
-		if _, err := ParseIdempotencyKey(bad); !errors.Is(err, ErrIdempotencyKey) {
-			t.Errorf("ParseIdempotencyKey(%q) = %v", bad, err)
+	for _, bad := range []string{"", "field:", "header:", "ref", "Key", "headers:x"} {
+		if _, err := ParseKeySpec(bad); !errors.Is(err, ErrIdempotencyKey) {
+			t.Errorf("ParseKeySpec(%q) = %v", bad, err)
 		}
 	}
 	if _, err := ParseOnRepeat("skip"); !errors.Is(err, ErrIdempotencyKey) || !strings.Contains(err.Error(), "emit or drop") {
 		t.Errorf("ParseOnRepeat(skip) = %v", err)
+	}
+}
+
+// KeySpec.Key reads the record key, the last header of the name, or the
+// field; a record without one is an error that is not a KeyFailedError.
+func TestKeySpecKey(t *testing.T) {
+	f := codec.JSONFormat{}
+	r := &kgo.Record{Key: []byte("k1"), Value: []byte(`{"ref":"R-7","n":null}`),
+		Headers: []kgo.RecordHeader{{Key: "ref", Value: []byte("old")}, {Key: "ref", Value: []byte("H-2")}, {Key: "empty"}}}
+	for _, c := range []struct {
+		spec KeySpec
+		want string
+	}{{KeySpec{}, "k1"}, {KeySpec{Field: "ref"}, "R-7"}, {KeySpec{Header: "ref"}, "H-2"}} {
+		if got, err := c.spec.Key(context.Background(), f, r); err != nil || string(got) != c.want {
+			t.Errorf("%s: %q, %v; want %q", c.spec, got, err, c.want)
+		}
+	}
+	for _, spec := range []KeySpec{{Field: "n"}, {Field: "none"}, {Header: "none"}, {Header: "empty"}} {
+		var kf *KeyFailedError
+		if got, err := spec.Key(context.Background(), f, r); err == nil || errors.As(err, &kf) {
+			t.Errorf("%s: %q, %v; want a missing key", spec, got, err)
+		}
+	}
+	if _, err := (KeySpec{}).Key(context.Background(), f, &kgo.Record{}); err == nil {
+		t.Error("a record without a key has one")
+	}
+}
+
+// A header key: records with the same order-ref header get one number, a
+// record without the header goes to the DLQ as missing_key.
+func TestIdempotencyHeaderKey(t *testing.T) {
+	e := pipetest.NewEnv(t, 1)
+	recs := orders.Records(e.Input, 1, 6, orders.Mix{}, 200, 0)
+	for i, r := range recs {
+		if i != 5 {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: "order-ref", Value: []byte{'R', byte('0' + i%2)}})
+		}
+	}
+	cl := e.Kafka.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	e.Inputs = recs
+	w := start(t, e, "hdr", WithIdempotency(&Idempotency{Store: e.KeyStore(t), Header: "order-ref"}))
+	if !verify.WaitFor(30*time.Second, func() bool { return w.w.Stats().In == 6 }) {
+		t.Fatalf("stats %+v", w.w.Stats())
+	}
+	w.stop(t)
+	if s := w.w.Stats(); s.DLQ != 1 || s.Numbered != 5 || s.Repeats != 3 {
+		t.Fatalf("stats %+v: want 5 numbered (3 of them repeats), 1 missing_key", s)
+	}
+	out, _ := e.ReadTopic(e.Out)
+	byRef := map[string]map[string]bool{}
+	for _, r := range out {
+		ref, _ := verify.Header(r, "order-ref")
+		n, _ := verify.Header(r, codec.HeaderNumber)
+		if byRef[ref] == nil {
+			byRef[ref] = map[string]bool{}
+		}
+		byRef[ref][n] = true
+	}
+	if len(byRef) != 2 || len(byRef["R0"]) != 1 || len(byRef["R1"]) != 1 {
+		t.Fatalf("numbers by header key: %v, want one number for R0 and one for R1", byRef)
 	}
 }

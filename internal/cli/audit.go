@@ -8,6 +8,7 @@ import (
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/pipeline"
 	"github.com/flakestream/flakestream/pipeline/audit"
 
 	"github.com/urfave/cli/v2"
@@ -24,6 +25,7 @@ const (
 	flagAllowedServers = "allowed-servers"
 	flagAllowedWorkers = "allowed-workers"
 	flagCatchUpTimeout = "catch-up-timeout"
+	flagKey            = "key"
 )
 
 // auditConfig is what `flakestream audit` reads from its flags.
@@ -43,6 +45,7 @@ type auditConfig struct {
 	allowedServers string
 	allowedWorkers string
 	catchUpTimeout time.Duration
+	key            string
 }
 
 func auditCommand() *cli.Command { return newAuditConfig().command() }
@@ -65,12 +68,13 @@ func (cfg *auditConfig) command() *cli.Command {
 			cfg.consume.flags(flagGroup, flagInstanceID, flagTransactionalID),
 			[]cli.Flag{
 				numberFieldFlag(&cfg.numberField),
-				durationFlag(flagDupWindow, &cfg.dupWindow, audit.DefaultDupWindow, "a number seen again within this much number time is flagged duplicate"),
+				durationFlag(flagDupWindow, &cfg.dupWindow, audit.DefaultDupWindow, "a number seen again within this much number time is flagged duplicate, and an order seen again with another number renumbered"),
 				intFlag(flagDupMaxEntries, &cfg.dupMaxEntries, audit.DefaultDupMaxEntries, "numbers the duplicate window holds at most (about 6.4 to 10.7 bytes each); past it the oldest are dropped and the window is shorter"),
 				durationFlag(flagMaxSkew, &cfg.maxSkew, audit.DefaultMaxSkew, "a number more than this ahead of the clock is flagged future"),
 				durationFlag(flagMaxLag, &cfg.maxLag, audit.DefaultMaxLag, "a record whose timestamp is further than this from its number's time is flagged lag (0 turns the check off)"),
 				stringFlag(flagAllowedServers, &cfg.allowedServers, "", "server IDs expected, comma-separated, ranges too (\"1,2,5-7\"); any other is flagged unknown_server (default: any)"),
 				stringFlag(flagAllowedWorkers, &cfg.allowedWorkers, "", "worker IDs expected, comma-separated, ranges too (\"1,2,5-7\"); any other is flagged unknown_worker (default: any)"),
+				stringFlag(flagKey, &cfg.key, "", "also flag renumbered an order key seen again with another number, read as --idempotency-key reads it: key, field:<name> or header:<name> (default: by the flakestream-source header only)"),
 				durationFlag(flagCatchUpTimeout, &cfg.catchUpTimeout, audit.DefaultCatchUpTimeout, "bound on reading back the last dup window of a partition this instance is given, so a restart or rebalance forgets nothing (0 turns the catch-up off)"),
 			},
 			cfg.consume.flags(flagCreateTopics, flagMaxPollRecords, flagTxnTimeout, flagSessionTimeout, flagShutdownTimeout, flagOrphanGuard),
@@ -164,6 +168,13 @@ func (cfg *auditConfig) auditOptions(c *cli.Context) ([]audit.Opt, error) {
 			return nil, usageErr("--%s: %w", f.name, err)
 		}
 		opts = append(opts, f.opt(ids...))
+	}
+	if cfg.key != "" {
+		spec, err := pipeline.ParseKeySpec(cfg.key)
+		if err != nil {
+			return nil, usageErr("--%s: %w", flagKey, err)
+		}
+		opts = append(opts, audit.Key(spec))
 	}
 	if cfg.stdout {
 		opts = append(opts, audit.Stdout(c.App.Writer))

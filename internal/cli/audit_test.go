@@ -37,6 +37,7 @@ func TestAuditCommandUserErrors(t *testing.T) {
 		{[]string{"audit", "--input-topic", "t", "--dup-window", "1ms"}, "dup window 1ms"},
 		{[]string{"audit", "--input-topic", "t", "--time-bits", "40"}, "bit widths must add up to 63"},
 		{[]string{"audit", "--input-topic", "t", "--audit-topic", "t"}, "is also an input topic"},
+		{[]string{"audit", "--input-topic", "t", "--key", "header:"}, `--key: pipeline: invalid idempotency setting: key "header:"`},
 	}
 	for _, c := range cases {
 		_, stderr, code := runApp(t, "", nil, c.args...)
@@ -197,14 +198,18 @@ func TestAuditCommandConfig(t *testing.T) {
 		topic string
 		srv   []int64
 		lagMs int64
+		key   string
 	}{
-		{"example file", nil, []string{"--config", "../../configs/audit.yaml"}, "orders.numbered.audit", []int64{1}, 300000},
-		{"default topic", nil, []string{"--input-topic", "in"}, "in.audit", nil, 300000},
-		{"off by flag", nil, []string{"--input-topic", "in", "--audit-topic", ""}, "", nil, 300000},
-		{"off by env", map[string]string{"FLAKESTREAM_AUDIT_TOPIC": ""}, []string{"--input-topic", "in"}, "", nil, 300000},
-		{"off by file", nil, []string{"--config", yamlFile("input-topic: [in]\naudit-topic: \"\"\nallowed-servers: \"1,3-4\"\nmax-lag: 0s\n")}, "", []int64{1, 3, 4}, 0},
-		{"env over file", map[string]string{"FLAKESTREAM_ALLOWED_SERVERS": "7"}, []string{"--config", "../../configs/audit.yaml"}, "orders.numbered.audit", []int64{7}, 300000},
-		{"flag over env", map[string]string{"FLAKESTREAM_MAX_LAG": "1m"}, []string{"--input-topic", "in", "--max-lag", "2m"}, "in.audit", nil, 120000},
+		{"example file", nil, []string{"--config", "../../configs/audit.yaml"}, "orders.numbered.audit", []int64{1}, 300000, ""},
+		{"default topic", nil, []string{"--input-topic", "in"}, "in.audit", nil, 300000, ""},
+		{"off by flag", nil, []string{"--input-topic", "in", "--audit-topic", ""}, "", nil, 300000, ""},
+		{"off by env", map[string]string{"FLAKESTREAM_AUDIT_TOPIC": ""}, []string{"--input-topic", "in"}, "", nil, 300000, ""},
+		{"off by file", nil, []string{"--config", yamlFile("input-topic: [in]\naudit-topic: \"\"\nallowed-servers: \"1,3-4\"\nmax-lag: 0s\n")}, "", []int64{1, 3, 4}, 0, ""},
+		{"env over file", map[string]string{"FLAKESTREAM_ALLOWED_SERVERS": "7"}, []string{"--config", "../../configs/audit.yaml"}, "orders.numbered.audit", []int64{7}, 300000, ""},
+		{"flag over env", map[string]string{"FLAKESTREAM_MAX_LAG": "1m"}, []string{"--input-topic", "in", "--max-lag", "2m"}, "in.audit", nil, 120000, ""},
+		{"key by flag", nil, []string{"--input-topic", "in", "--key", "field:order_ref"}, "in.audit", nil, 300000, "field:order_ref"},
+		{"key by env", map[string]string{"FLAKESTREAM_KEY": "header:order-ref"}, []string{"--input-topic", "in"}, "in.audit", nil, 300000, "header:order-ref"},
+		{"key by file", nil, []string{"--config", yamlFile("input-topic: [in]\nkey: key\n")}, "in.audit", nil, 300000, "key"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -217,6 +222,7 @@ func TestAuditCommandConfig(t *testing.T) {
 				AuditTopic string  `json:"audit_topic"`
 				Servers    []int64 `json:"allowed_servers"`
 				MaxLagMs   int64   `json:"max_lag_ms"`
+				Key        string  `json:"key"`
 			}
 			cmd.Action = func(c *cli.Context) error {
 				opts, err := cfg.auditOptions(c)
@@ -235,9 +241,9 @@ func TestAuditCommandConfig(t *testing.T) {
 			if err := app.Run(append([]string{"flakestream", "audit"}, c.args...)); err != nil {
 				t.Fatal(err)
 			}
-			if summary.AuditTopic != c.topic || !reflect.DeepEqual(summary.Servers, c.srv) || summary.MaxLagMs != c.lagMs {
-				t.Fatalf("audit topic %q, allowed servers %v, max lag %dms; want %q, %v, %dms",
-					summary.AuditTopic, summary.Servers, summary.MaxLagMs, c.topic, c.srv, c.lagMs)
+			if summary.AuditTopic != c.topic || !reflect.DeepEqual(summary.Servers, c.srv) || summary.MaxLagMs != c.lagMs || summary.Key != c.key {
+				t.Fatalf("audit topic %q, allowed servers %v, max lag %dms, key %q; want %q, %v, %dms, %q",
+					summary.AuditTopic, summary.Servers, summary.MaxLagMs, summary.Key, c.topic, c.srv, c.lagMs, c.key)
 			}
 		})
 	}

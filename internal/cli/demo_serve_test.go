@@ -128,7 +128,7 @@ func TestDemoServe(t *testing.T) {
 	}
 	for _, want := range []string{
 		"duplicates 0, lost 0: exactly once, byte for byte, per-partition order kept",
-		"anomalies: duplicate 0, backwards 0, unknown_server 0, unknown_worker 0, future 0, lag 0, invalid 0",
+		"anomalies: duplicate 0, renumbered 0, backwards 0, unknown_server 0, unknown_worker 0, future 0, lag 0, invalid 0",
 		"audited exactly once into orders.numbered.audit",
 	} {
 		if !strings.Contains(out, want) {

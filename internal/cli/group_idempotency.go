@@ -26,7 +26,7 @@ type idempotencyConfig struct {
 
 func (ic *idempotencyConfig) flags() []cli.Flag {
 	return []cli.Flag{
-		stringFlag(flagIdempotencyKey, &ic.key, "", "give records with the same key the same number: key (the Kafka record key) or field:<name> (a top-level JSON field); off by default"),
+		stringFlag(flagIdempotencyKey, &ic.key, "", "give records with the same key the same number: key (the Kafka record key), field:<name> (a top-level field of the value) or header:<name> (a record header); off by default"),
 		durationFlag(flagIdempotencyTTL, &ic.ttl, idgen.DefaultKeyTTL, "how long a key keeps its number"),
 		boolFlag(flagIdempotencyOptional, &ic.optional, "number a record without the key like any other, instead of dead-lettering it as missing_key"),
 		stringFlag(flagOnRepeat, &ic.onRepeat, pipeline.DefaultOnRepeat, "a record whose key already has a number: emit it with that number and flakestream-repeat: true, or drop it (counted)"),
@@ -41,7 +41,7 @@ func (ic *idempotencyConfig) idempotency(rc redis.Cmdable, r *redisConfig) (*pip
 	if !ic.enabled() {
 		return nil, nil
 	}
-	field, err := pipeline.ParseIdempotencyKey(ic.key)
+	spec, err := pipeline.ParseKeySpec(ic.key)
 	if err != nil {
 		return nil, asUsage(err)
 	}
@@ -60,5 +60,5 @@ func (ic *idempotencyConfig) idempotency(rc redis.Cmdable, r *redisConfig) (*pip
 	if err := store.Durable(d); err != nil {
 		return nil, asUsage(err)
 	}
-	return &pipeline.Idempotency{Store: store, Field: field, Optional: ic.optional, Drop: drop}, nil
+	return &pipeline.Idempotency{Store: store, Field: spec.Field, Header: spec.Header, Optional: ic.optional, Drop: drop}, nil
 }

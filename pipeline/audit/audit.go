@@ -18,6 +18,7 @@ import (
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/internal/eos"
+	"github.com/flakestream/flakestream/pipeline"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -40,6 +41,7 @@ type Auditor struct {
 	loop *eos.Loop
 	b    auditBatch               // the open batch
 	nums map[*kgo.Record]valueNum // the open batch's numbers read from values (Format)
+	keys map[*kgo.Record][]byte   // the open batch's order keys (Key), nil for none
 
 	auditParts int32
 	out        *bufio.Writer
@@ -68,6 +70,10 @@ type Stats struct {
 	DupEntries   int
 	DupEvictions uint64
 	Unchecked    uint64
+	// OrderEntries is the orders (sources and keys) the order window holds
+	// now; OrderEvictions the buckets evicted to stay within its bound.
+	OrderEntries   int
+	OrderEvictions uint64
 }
 
 // New validates the options and returns an auditor. It does not
@@ -85,6 +91,12 @@ func New(opts ...Opt) (*Auditor, error) {
 	})
 	if c.format != nil && c.format.Name() != codec.ValueJSON {
 		a.det.cfg.valueNumber = a.valueNumber
+	}
+	if c.key != nil {
+		if a.cfg.format == nil {
+			a.cfg.format = codec.JSONFormat{}
+		}
+		a.det.cfg.keyOf = a.keyOf
 	}
 	a.m = newAuditMetrics(c.eos.Registerer, c.layout)
 	a.live = newLiveState(&a.cfg, a.m)
@@ -184,6 +196,9 @@ func (a *Auditor) Process(ctx context.Context, tx *eos.Tx, fetches kgo.Fetches) 
 	if err := a.readValueNumbers(ctx, b.in); err != nil {
 		return err
 	}
+	if err := a.readKeys(ctx, b.in); err != nil {
+		return err
+	}
 	if a.cfg.catchUp {
 		a.catchUp(ctx, b.in)
 	}
@@ -222,6 +237,8 @@ func (a *Auditor) Committed() error {
 	a.stats.DupEntries = a.det.dups.entries
 	a.stats.DupEvictions = a.det.dups.evictions
 	a.stats.Unchecked = a.det.unchecked
+	a.stats.OrderEntries = a.det.orders.entries
+	a.stats.OrderEvictions = a.det.orders.evictions
 	a.mu.Unlock()
 	a.m.committed(b, a.det)
 	a.live.add(b, a.cfg.now())
@@ -297,4 +314,43 @@ func (a *Auditor) valueNumber(r *kgo.Record) (int64, bool) {
 	defer cancel()
 	n, ok, err := a.cfg.format.Number(ctx, r.Value)
 	return n, ok && err == nil
+}
+
+// readKeys reads the order key (Key) of every record of the batch before
+// the detector sees any, as readValueNumbers does the numbers: a registry
+// outage fails the batch here, to be retried. A record without a usable
+// key has none (nil), and is checked by its source only.
+func (a *Auditor) readKeys(ctx context.Context, recs []*kgo.Record) error {
+	if a.cfg.key == nil {
+		return nil
+	}
+	if a.keys == nil {
+		a.keys = make(map[*kgo.Record][]byte)
+	}
+	clear(a.keys)
+	for _, r := range recs {
+		k, err := a.cfg.key.Key(ctx, a.cfg.format, r)
+		var kf *pipeline.KeyFailedError
+		if errors.As(err, &kf) {
+			if errors.Is(err, codec.ErrUnavailable) || ctx.Err() != nil {
+				return fmt.Errorf("audit: read the order key of %s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err)
+			}
+			return fmt.Errorf("%w: audit: read the order key of %s[%d]@%d: %w", ErrFatal, r.Topic, r.Partition, r.Offset, err)
+		}
+		a.keys[r] = k // nil when the record has none
+	}
+	return nil
+}
+
+// keyOf is the detector's keyOf: the key readKeys read, or, for a record
+// outside the batch (the catch-up's), one read now, where any failure
+// counts as no key.
+func (a *Auditor) keyOf(r *kgo.Record) ([]byte, bool) {
+	if k, ok := a.keys[r]; ok {
+		return k, k != nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	k, err := a.cfg.key.Key(ctx, a.cfg.format, r)
+	return k, err == nil
 }

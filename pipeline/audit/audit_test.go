@@ -243,7 +243,7 @@ func TestAuditEndToEnd(t *testing.T) {
 
 	run.stop(t)
 	s := run.a.Stats()
-	wantCounts := map[string]int64{"duplicate": 1, "backwards": 1, "unknown_server": 1, "unknown_worker": 0, "future": 1, "lag": 1, "invalid": 3}
+	wantCounts := map[string]int64{"duplicate": 1, "renumbered": 0, "backwards": 1, "unknown_server": 1, "unknown_worker": 0, "future": 1, "lag": 1, "invalid": 3}
 	if !reflect.DeepEqual(s.Anomalies, wantCounts) || !reflect.DeepEqual(counts, map[string]int64{"duplicate": 1, "backwards": 1, "unknown_server": 1, "future": 1, "lag": 1, "invalid": 3}) {
 		t.Fatalf("anomaly counts: stats %v, audit topic %v, want %v", s.Anomalies, counts, wantCounts)
 	}

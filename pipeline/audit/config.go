@@ -10,6 +10,7 @@ import (
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/eos"
+	"github.com/flakestream/flakestream/pipeline"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -37,6 +38,7 @@ type cfg struct {
 	layout         idgen.Layout
 	field          string
 	format         codec.Format
+	key            *pipeline.KeySpec
 	dupWindow      time.Duration
 	dupMaxEntries  int
 	maxSkew        time.Duration
@@ -176,16 +178,28 @@ func NumberField(name string) Opt { return func(c *cfg) { c.field = name } }
 // invalid.
 func Format(f codec.Format) Opt { return func(c *cfg) { c.format = f } }
 
+// Key makes the audit read every record's order key as the worker's
+// idempotency key does (pipeline.ParseKeySpec: the record key, a
+// top-level field of the value through the Format, or a header): an order
+// key seen again with another number within the dup window is flagged
+// "renumbered", as an order's source is without it. Off by default. A
+// registry outage while reading a field aborts the batch, which is
+// retried; a record without the key is checked by its source only.
+func Key(k pipeline.KeySpec) Opt { return func(c *cfg) { c.key = &k } }
+
 // DupWindow sets how long, in number time, a number is remembered to
-// flag it "duplicate" when it comes again, overriding the default 10m.
-// 1s to 168h; memory is bounded by DupMaxEntries whatever the window.
+// flag it "duplicate" when it comes again, and an order's first copy to
+// flag it "renumbered", overriding the default 10m. 1s to 168h; memory is
+// bounded by DupMaxEntries whatever the window.
 func DupWindow(d time.Duration) Opt { return func(c *cfg) { c.dupWindow = d } }
 
 // DupMaxEntries bounds the numbers the dup window holds, overriding
-// the default 10,000,000 (at most about 10.7 bytes each). Past it the
-// oldest bucket of the window (about a second by default) is dropped, and
-// flakestream_audit_dup_evictions_total counts it: the window is then
-// effectively shorter than configured.
+// the default 10,000,000 (at most about 10.7 bytes each), and, separately,
+// the orders the order window holds (one entry per source, and one per key
+// with Key; see docs/renumbered.md for their bytes). Past it the oldest
+// bucket of the window (about a second by default) is dropped, and
+// flakestream_audit_dup_evictions_total (flakestream_audit_order_evictions_total)
+// counts it: the window is then effectively shorter than configured.
 func DupMaxEntries(n int) Opt { return func(c *cfg) { c.dupMaxEntries = n } }
 
 // MaxSkew sets how far a number's time may be ahead of the auditor's

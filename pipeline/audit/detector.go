@@ -14,6 +14,10 @@ import (
 const (
 	// AnomalyDuplicate: the number was seen before within the dup window.
 	AnomalyDuplicate = codec.AnomalyDuplicate
+	// AnomalyRenumbered: the record's order (its source, or with Key its
+	// order key) was seen before, within the dup window, with another
+	// number. The audit record's FirstCopy names the first copy.
+	AnomalyRenumbered = codec.AnomalyRenumbered
 	// AnomalyBackwards: the number is smaller than the previous number in
 	// the same partition.
 	AnomalyBackwards = "backwards"
@@ -32,7 +36,7 @@ const (
 	AnomalyInvalid = codec.AnomalyInvalid
 )
 
-var anomalyKinds = [...]string{AnomalyDuplicate, AnomalyBackwards, AnomalyUnknownServer,
+var anomalyKinds = [...]string{AnomalyDuplicate, AnomalyRenumbered, AnomalyBackwards, AnomalyUnknownServer,
 	AnomalyUnknownWorker, AnomalyFuture, AnomalyLag, AnomalyInvalid}
 
 // AnomalyKinds returns every anomaly name, in the order records list them.
@@ -43,6 +47,7 @@ type anomalies uint8
 
 const (
 	anDuplicate anomalies = 1 << iota
+	anRenumbered
 	anBackwards
 	anUnknownServer
 	anUnknownWorker
@@ -93,7 +98,10 @@ type detectorConfig struct {
 	// valueNumber, if set, reads the number of a record without a number
 	// header from its value, instead of the JSON field.
 	valueNumber func(r *kgo.Record) (int64, bool)
-	now         func() time.Time
+	// keyOf, if set, reads a record's order key (--key): the same key with
+	// another number is renumbered too.
+	keyOf func(r *kgo.Record) ([]byte, bool)
+	now   func() time.Time
 }
 
 // detector decodes numbers and flags anomalies. Its state (the dup window,
@@ -104,9 +112,10 @@ type detectorConfig struct {
 // state plus what the batch itself staged, then commit (apply the stage) or
 // abort (drop it). A detector is used by one goroutine.
 type detector struct {
-	cfg  detectorConfig
-	dups *dupWindow
-	last map[partKey]lastSeen
+	cfg    detectorConfig
+	dups   *dupWindow
+	orders *orderWindow
+	last   map[partKey]lastSeen
 
 	// The open batch.
 	nowMs           int64
@@ -116,6 +125,9 @@ type detector struct {
 	order           []int64
 	lastStaged      map[partKey]lastSeen
 	uncheckedStaged uint64
+	owm             int64 // the order window's watermark with the batch's orders
+	ordersStaged    map[uint64]orderEntry
+	orderNames      []uint64 // ordersStaged's keys, in the order staged
 
 	// unchecked counts the committed numbers the dup check had to skip:
 	// older than the window behind the newest number, or beyond the clock's
@@ -128,11 +140,13 @@ func newDetector(c detectorConfig) *detector {
 		c.now = time.Now
 	}
 	return &detector{
-		cfg:        c,
-		dups:       newDupWindow(c.layout, c.window, c.maxEntries),
-		last:       make(map[partKey]lastSeen),
-		staged:     make(map[int64]struct{}),
-		lastStaged: make(map[partKey]lastSeen),
+		cfg:          c,
+		dups:         newDupWindow(c.layout, c.window, c.maxEntries),
+		orders:       newOrderWindow(c.layout, c.window, c.maxEntries),
+		last:         make(map[partKey]lastSeen),
+		staged:       make(map[int64]struct{}),
+		lastStaged:   make(map[partKey]lastSeen),
+		ordersStaged: make(map[uint64]orderEntry),
 	}
 }
 
@@ -142,6 +156,7 @@ func (d *detector) begin() {
 	d.nowMs = d.cfg.now().UnixMilli()
 	d.limit = d.limitBucket(d.nowMs)
 	d.wm = d.dups.watermark
+	d.owm = d.orders.watermark
 }
 
 // limitBucket is the newest dup-window bucket a number may be in at Unix
@@ -158,7 +173,9 @@ func (d *detector) limitBucket(now int64) int64 {
 func (d *detector) abort() {
 	clear(d.staged)
 	clear(d.lastStaged)
+	clear(d.ordersStaged)
 	d.order = d.order[:0]
+	d.orderNames = d.orderNames[:0]
 	d.uncheckedStaged = 0
 }
 
@@ -166,6 +183,10 @@ func (d *detector) abort() {
 func (d *detector) commit() {
 	for _, id := range d.order {
 		d.dups.add(id, d.limit)
+	}
+	for _, h := range d.orderNames {
+		e := d.ordersStaged[h]
+		d.orders.insert(orderName{h, e.check}, e, d.limit)
 	}
 	for k, v := range d.lastStaged {
 		d.last[k] = v
@@ -216,6 +237,10 @@ func (d *detector) audit(r *kgo.Record) (rec codec.AuditRecord, set anomalies, s
 	} else {
 		d.uncheckedStaged++
 	}
+	if first, ok := d.renumbered(r, rec.Source, id); ok {
+		set |= anRenumbered
+		rec.FirstCopy = &codec.Copy{Topic: first.topic, Partition: first.partition, Offset: first.offset, ID: first.id}
+	}
 	if hasPrev && prev.hasID && id < prev.id {
 		set |= anBackwards
 	}
@@ -236,6 +261,73 @@ func (d *detector) audit(r *kgo.Record) (rec codec.AuditRecord, set anomalies, s
 	return rec, set, false
 }
 
+// firstCopy is where an order's first copy is, and its number.
+type firstCopy struct {
+	topic     string
+	partition int32
+	offset    int64
+	id        int64
+}
+
+// renumbered looks up the order of r, numbered id, by its source (src, if
+// well formed) and by its key (if configured): it returns the first copy
+// of the first of them seen before with another number. An order not seen
+// before is staged, by each of its names, with r as its first copy.
+func (d *detector) renumbered(r *kgo.Record, src string, id int64) (firstCopy, bool) {
+	var names [2]orderName
+	n := 0
+	if src != "" {
+		names[n] = d.orders.sourceName(src)
+		n++
+	}
+	if d.cfg.keyOf != nil {
+		if key, ok := d.cfg.keyOf(r); ok {
+			names[n] = d.orders.keyName(key)
+			n++
+		}
+	}
+	var found firstCopy
+	var renumbered bool
+	b := d.orders.bucketOf(id)
+	for _, name := range names[:n] {
+		e, taken := d.ordersStaged[name.hash]
+		seen := taken && e.check == name.check
+		if !taken {
+			e, seen, taken = d.orders.lookup(name)
+		}
+		switch {
+		case seen && e.id != id && !renumbered:
+			p := d.orders.parts[e.part]
+			found, renumbered = firstCopy{p.topic, p.partition, e.offset, e.id}, true
+		case seen:
+			// The same number again is the dup window's business; a
+			// renumbered copy is not a first copy.
+		case taken:
+			// Another name with the same 64-bit hash holds the slot:
+			// this one goes unchecked (about entries/2^64 per record).
+		case d.orders.checkable(b, d.owm, d.limit):
+			d.ordersStaged[name.hash] = orderEntry{id: id, offset: r.Offset,
+				part: d.orders.part(partKey{r.Topic, r.Partition}), check: name.check}
+			d.orderNames = append(d.orderNames, name.hash)
+			d.owm = max(d.owm, b)
+		}
+	}
+	return found, renumbered
+}
+
+// observeOrder adds the order of a record read by the catch-up.
+func (d *detector) observeOrder(r *kgo.Record, id, limit int64) {
+	e := orderEntry{id: id, offset: r.Offset, part: d.orders.part(partKey{r.Topic, r.Partition})}
+	if src := sourceOf(r); src != "" {
+		d.orders.add(d.orders.sourceName(src), e, limit)
+	}
+	if d.cfg.keyOf != nil {
+		if key, ok := d.cfg.keyOf(r); ok {
+			d.orders.add(d.orders.keyName(key), e, limit)
+		}
+	}
+}
+
 // observe adds a record to the committed state without judging it: the
 // catch-up on records that another instance (or an earlier run) audited.
 // It must not be called while a batch is open.
@@ -243,7 +335,9 @@ func (d *detector) observe(r *kgo.Record, now time.Time) {
 	k := partKey{r.Topic, r.Partition}
 	prev := d.last[k]
 	if id, ok := d.numberOf(r); ok {
-		d.dups.add(id, d.limitBucket(now.UnixMilli()))
+		limit := d.limitBucket(now.UnixMilli())
+		d.dups.add(id, limit)
+		d.observeOrder(r, id, limit)
 		d.last[k] = lastSeen{offset: r.Offset, id: id, hasID: true}
 		return
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/pipeline"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -235,6 +236,7 @@ func TestDetectorObserve(t *testing.T) {
 //   - a record without a decodable number is flagged exactly ["invalid"],
 //     and one with a number never "invalid";
 //   - anomalies are listed in AnomalyKinds order, each at most once;
+//   - the same record (same source, same number) twice is never renumbered;
 //   - a valid number's parts compose back to it under the layout;
 //   - the JSON parses back (codec.ParseAuditRecord) to the same record.
 func FuzzDetector(f *testing.F) {
@@ -266,6 +268,9 @@ func FuzzDetector(f *testing.F) {
 			}
 			if rec.Valid && round == 1 && set&anDuplicate == 0 && d.unchecked == 0 {
 				t.Fatalf("the same number twice was not a duplicate: %v", rec.Anomalies)
+			}
+			if set&anRenumbered != 0 || rec.FirstCopy != nil {
+				t.Fatalf("the same record twice, same number, was renumbered: %v %+v", rec.Anomalies, rec.FirstCopy)
 			}
 			last := -1
 			for _, a := range rec.Anomalies {
@@ -309,7 +314,6 @@ func BenchmarkAuditBatch(b *testing.B) {
 	const n = 10000
 	batch := &a.b
 	batch.in = make([]*kgo.Record, n)
-	src := []byte("orders/0/0")
 	start := time.Now().Add(-time.Minute)
 	round := 0
 	b.ReportAllocs()
@@ -319,7 +323,8 @@ func BenchmarkAuditBatch(b *testing.B) {
 			// 10 numbers per ms, new ones every round.
 			id := mustCompose(b, l, start.Add(time.Duration(round*n+i)/10*time.Millisecond), 1, 1, int64(i%10))
 			batch.in[i] = &kgo.Record{Topic: "t", Partition: int32(i % 4), Offset: int64(round*n + i), Timestamp: start, Value: []byte(`{}`),
-				Headers: []kgo.RecordHeader{{Key: codec.HeaderNumber, Value: strconv.AppendInt(nil, id, 10)}, {Key: codec.HeaderSource, Value: src}}}
+				Headers: []kgo.RecordHeader{{Key: codec.HeaderNumber, Value: strconv.AppendInt(nil, id, 10)},
+					{Key: codec.HeaderSource, Value: codec.AppendSource(nil, "orders", int32(i%4), int64(round*n+i))}}}
 		}
 		round++
 		b.StartTimer()
@@ -330,4 +335,193 @@ func BenchmarkAuditBatch(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/record")
+}
+
+// sourced returns numbered(p, off, id) from source src, with the extra
+// headers given as name, value pairs.
+func sourced(p int32, off int64, id int64, src string, hdrs ...string) *kgo.Record {
+	r := numbered(p, off, id)
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: codec.HeaderSource, Value: []byte(src)})
+	for i := 0; i+1 < len(hdrs); i += 2 {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: hdrs[i], Value: []byte(hdrs[i+1])})
+	}
+	return r
+}
+
+// renumbered: an order seen again with another number, by its source or
+// (with a key) by its key; the same number again is a duplicate only.
+func TestDetectorRenumbered(t *testing.T) {
+	l := idgen.DefaultLayout()
+	at := func(d time.Duration, seq int64) int64 { return mustCompose(t, l, testNow.Add(d), 1, 1, seq) }
+	byHeader := func(c *detectorConfig) {
+		spec := pipelineKey(t, "header:ref")
+		c.keyOf = func(r *kgo.Record) ([]byte, bool) {
+			k, err := spec.Key(t.Context(), codec.JSONFormat{}, r)
+			return k, err == nil
+		}
+	}
+	cases := []struct {
+		name string
+		mod  func(*detectorConfig)
+		recs []*kgo.Record
+		want [][]string
+	}{
+		{"clean: one number per source", nil,
+			[]*kgo.Record{sourced(0, 0, at(-time.Second, 0), "in/0/0"), sourced(0, 1, at(-time.Second, 1), "in/0/1"), sourced(1, 0, at(-time.Second, 2), "in/1/0")},
+			[][]string{nil, nil, nil}},
+		{"renumbered: same source, another number", nil,
+			[]*kgo.Record{sourced(0, 0, at(-2*time.Second, 0), "in/0/7"), sourced(1, 0, at(-time.Second, 0), "in/0/7")},
+			[][]string{nil, {"renumbered"}}},
+		{"copied: same source, same number, is a duplicate only", nil,
+			[]*kgo.Record{sourced(0, 0, at(-time.Second, 0), "in/0/7"), sourced(1, 0, at(-time.Second, 0), "in/0/7")},
+			[][]string{nil, {"duplicate"}}},
+		{"the first copy stays the reference", nil,
+			[]*kgo.Record{sourced(0, 0, at(-3*time.Second, 0), "in/0/7"), sourced(1, 0, at(-2*time.Second, 0), "in/0/7"),
+				sourced(1, 1, at(-2*time.Second, 0), "in/0/7"), sourced(1, 2, at(-3*time.Second, 0), "in/0/7")},
+			[][]string{nil, {"renumbered"}, {"duplicate", "renumbered"}, {"duplicate", "backwards"}}},
+		{"no source, or a malformed one: not checked", nil,
+			[]*kgo.Record{numbered(0, 0, at(-2*time.Second, 0)), numbered(0, 1, at(-time.Second, 0)),
+				sourced(1, 0, at(-2*time.Second, 1), "garbage"), sourced(1, 1, at(-time.Second, 1), "garbage")},
+			[][]string{nil, nil, nil, nil}},
+		{"without --key, another source with the same key is clean", nil,
+			[]*kgo.Record{sourced(0, 0, at(-2*time.Second, 0), "in/0/1", "ref", "R-1"), sourced(0, 1, at(-time.Second, 0), "in/0/2", "ref", "R-1")},
+			[][]string{nil, nil}},
+		{"with --key, the same key with another number is renumbered", byHeader,
+			[]*kgo.Record{sourced(0, 0, at(-2*time.Second, 0), "in/0/1", "ref", "R-1"), sourced(0, 1, at(-time.Second, 0), "in/0/2", "ref", "R-1"),
+				sourced(0, 2, at(-time.Second, 1), "in/0/3", "ref", "R-2"), sourced(0, 3, at(-time.Second, 2), "in/0/4")},
+			[][]string{nil, {"renumbered"}, nil, nil}},
+		{"with --key, the same key and number (an idempotent repeat) is a duplicate only", byHeader,
+			[]*kgo.Record{sourced(0, 0, at(-time.Second, 0), "in/0/1", "ref", "R-1"), sourced(0, 1, at(-time.Second, 0), "in/0/2", "ref", "R-1")},
+			[][]string{nil, {"duplicate"}}},
+		{"a source never matches a key", byHeader,
+			[]*kgo.Record{sourced(0, 0, at(-2*time.Second, 0), "in/0/1", "ref", "in/0/9"), sourced(0, 1, at(-time.Second, 0), "in/0/9", "ref", "R-2")},
+			[][]string{nil, nil}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// One batch, and one batch per record: staged and committed
+			// state must judge alike.
+			if got := auditAll(newTestDetector(t, c.mod), c.recs...); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("in one batch: anomalies %q, want %q", got, c.want)
+			}
+			d := newTestDetector(t, c.mod)
+			var got [][]string
+			for _, r := range c.recs {
+				got = append(got, auditAll(d, r)...)
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("a batch each: anomalies %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func pipelineKey(t *testing.T, s string) pipeline.KeySpec {
+	t.Helper()
+	k, err := pipeline.ParseKeySpec(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// The renumbered record names its first copy: topic, partition, offset
+// and number, in the audit record and its JSON.
+func TestDetectorRenumberedNamesFirstCopy(t *testing.T) {
+	l := idgen.DefaultLayout()
+	first, second := mustCompose(t, l, testNow.Add(-time.Minute), 1, 1, 3), mustCompose(t, l, testNow, 1, 1, 0)
+	d := newTestDetector(t, nil)
+	a := sourced(2, 41, first, "orders/1/17")
+	a.Topic = "out"
+	auditAll(d, a)
+	d.begin()
+	rec, set, _ := d.audit(sourced(0, 9, second, "orders/1/17"))
+	d.commit()
+	want := &codec.Copy{Topic: "out", Partition: 2, Offset: 41, ID: first}
+	if set != anRenumbered || !reflect.DeepEqual(rec.FirstCopy, want) {
+		t.Fatalf("set %v first copy %+v, want renumbered and %+v", rec.Anomalies, rec.FirstCopy, want)
+	}
+	back, err := codec.ParseAuditRecord(rec.AppendJSON(nil))
+	if err != nil || !reflect.DeepEqual(back.FirstCopy, want) {
+		t.Fatalf("JSON %s: %+v, %v", rec.AppendJSON(nil), back.FirstCopy, err)
+	}
+	// A clean record names none.
+	d.begin()
+	if rec, _, _ := d.audit(sourced(0, 10, mustCompose(t, l, testNow, 1, 1, 1), "orders/1/18")); rec.FirstCopy != nil {
+		t.Fatalf("clean record names a first copy %+v", rec.FirstCopy)
+	}
+}
+
+// An aborted batch leaves no order behind; observed (catch-up) records do.
+func TestDetectorRenumberedAbortAndObserve(t *testing.T) {
+	l := idgen.DefaultLayout()
+	x, y := mustCompose(t, l, testNow, 1, 1, 1), mustCompose(t, l, testNow, 1, 1, 2)
+	d := newTestDetector(t, nil)
+	d.begin()
+	d.audit(sourced(0, 0, x, "in/0/1"))
+	d.abort()
+	if got := auditAll(d, sourced(0, 0, y, "in/0/1")); got[0] != nil {
+		t.Fatalf("after an abort, the order was flagged %v", got[0])
+	}
+	d2 := newTestDetector(t, nil)
+	d2.observe(sourced(0, 0, x, "in/0/5"), testNow)
+	if got := auditAll(d2, sourced(0, 1, y, "in/0/5")); !reflect.DeepEqual(got, [][]string{{"renumbered"}}) {
+		t.Fatalf("after catch-up: %q, want renumbered", got)
+	}
+}
+
+// The order window forgets an order a window of number time after its
+// first copy, and past its cap evicts the oldest bucket: the copy that
+// comes back later is no longer flagged.
+func TestDetectorRenumberedWindow(t *testing.T) {
+	l := idgen.DefaultLayout()
+	d := newTestDetector(t, func(c *detectorConfig) { c.window = time.Minute })
+	auditAll(d, sourced(0, 0, mustCompose(t, l, testNow.Add(-3*time.Minute), 1, 1, 0), "in/0/1"))
+	// A newer number moves the window past it.
+	auditAll(d, sourced(0, 1, mustCompose(t, l, testNow.Add(-time.Second), 1, 1, 0), "in/0/2"))
+	if d.orders.entries != 1 {
+		t.Fatalf("%d orders held, want 1 (the old one expired)", d.orders.entries)
+	}
+	if got := auditAll(d, sourced(0, 2, mustCompose(t, l, testNow, 1, 1, 0), "in/0/1")); got[0] != nil {
+		t.Fatalf("an order a window old was flagged %v", got[0])
+	}
+
+	// Cap 10: the first second's orders are evicted by the next second's.
+	d = newTestDetector(t, func(c *detectorConfig) { c.maxEntries = 10 })
+	for i := range int64(8) {
+		auditAll(d, sourced(0, i, mustCompose(t, l, testNow.Add(-30*time.Second), 1, 1, i), "in/0/"+strconv.FormatInt(i, 10)))
+	}
+	for i := range int64(8) {
+		auditAll(d, sourced(0, 8+i, mustCompose(t, l, testNow.Add(-10*time.Second), 1, 1, i), "in/1/"+strconv.FormatInt(i, 10)))
+	}
+	if d.orders.entries > 10 || d.orders.evictions != 1 {
+		t.Fatalf("%d orders, %d evictions: want at most 10 and 1", d.orders.entries, d.orders.evictions)
+	}
+	if got := auditAll(d, sourced(0, 20, mustCompose(t, l, testNow, 1, 1, 0), "in/0/3")); got[0] != nil {
+		t.Fatalf("an evicted order was flagged %v", got[0])
+	}
+	if got := auditAll(d, sourced(0, 21, mustCompose(t, l, testNow, 1, 1, 1), "in/1/3")); !reflect.DeepEqual(got[0], []string{"renumbered"}) {
+		t.Fatalf("a kept order came back with another number: %v, want renumbered", got[0])
+	}
+}
+
+// Two names with the same 64-bit hash but different checks are two
+// orders: the second is neither flagged against the first nor written over
+// it (it goes unchecked), and the window's count stays right.
+func TestDetectorOrderHashCollision(t *testing.T) {
+	l := idgen.DefaultLayout()
+	d := newTestDetector(t, nil)
+	n := d.orders.sourceName("in/0/1")
+	other := orderName{n.hash, n.check ^ 1}
+	if !d.orders.add(other, orderEntry{id: mustCompose(t, l, testNow, 1, 1, 0), part: d.orders.part(partKey{"t", 0})}, 1<<62) {
+		t.Fatal("the first name was not remembered")
+	}
+	for i := range int64(2) {
+		if got := auditAll(d, sourced(0, 1+i, mustCompose(t, l, testNow, 1, 1, 1+i), "in/0/1")); got[0] != nil {
+			t.Fatalf("a name sharing another's hash was flagged %v", got[0])
+		}
+	}
+	if _, found, taken := d.orders.lookup(other); !found || !taken || d.orders.entries != 1 || len(d.orders.m) != 1 {
+		t.Fatalf("the first name found %v taken %v; %d entries, %d in the map: want it alone", found, taken, d.orders.entries, len(d.orders.m))
+	}
 }

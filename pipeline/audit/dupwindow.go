@@ -28,32 +28,31 @@ import (
 //
 // A dupWindow is not safe for concurrent use.
 type dupWindow struct {
-	shift      uint // bucket span is 1<<shift ms of number time
-	timeShift  uint // bit position of a number's time field
+	timeRing
 	compact    bool // entries are uint32 offsets from the bucket's first number
 	ring       []bucket
-	n          int64 // len(ring)
 	maxEntries int
 
 	entries   int
-	watermark int64 // newest bucket accepted; -1 before the first number
-	floor     int64 // oldest bucket still remembered after evictions
 	evictions uint64
 }
 
-// bucket holds the numbers of bucket number no; only one of the sets is in
-// use, as the window is compact or not.
-type bucket struct {
-	no  int64
-	s32 idSet[uint32]
-	s64 idSet[uint64]
+// timeRing is the geometry of a window of number time, shared by the dup
+// window and the order window: a ring of n buckets of 1<<shift ms each,
+// the newest bucket accepted (watermark) and the oldest still remembered
+// after evictions (floor).
+type timeRing struct {
+	shift     uint // bucket span is 1<<shift ms of number time
+	timeShift uint // bit position of a number's time field
+	n         int64
+	watermark int64 // newest bucket accepted; -1 before the first number
+	floor     int64 // oldest bucket still remembered after evictions
 }
 
-func (b *bucket) len() int { return b.s32.n + b.s64.n }
-
-// newDupWindow returns a window of the given length for numbers of layout l,
-// holding at most maxEntries numbers.
-func newDupWindow(l idgen.Layout, window time.Duration, maxEntries int) *dupWindow {
+// newTimeRing returns the ring of a window of the given length for
+// numbers of layout l, and whether a number fits in 32 bits as an offset
+// from its bucket's first number.
+func newTimeRing(l idgen.Layout, window time.Duration) (timeRing, bool) {
 	low := uint(l.TimeShift())
 	ms := max(window.Milliseconds(), 1)
 	// Spans of about 1/64 of the window keep the overshoot of wholesale
@@ -70,8 +69,25 @@ func newDupWindow(l idgen.Layout, window time.Duration, maxEntries int) *dupWind
 		shift, compact = 32-low, true
 	}
 	n := (ms+(1<<shift)-1)>>shift + 1
-	w := &dupWindow{shift: shift, timeShift: low, compact: compact, n: n, maxEntries: max(maxEntries, 1), watermark: -1}
-	w.ring = make([]bucket, n)
+	return timeRing{shift: shift, timeShift: low, n: n, watermark: -1}, compact
+}
+
+// bucket holds the numbers of bucket number no; only one of the sets is in
+// use, as the window is compact or not.
+type bucket struct {
+	no  int64
+	s32 idSet[uint32]
+	s64 idSet[uint64]
+}
+
+func (b *bucket) len() int { return b.s32.n + b.s64.n }
+
+// newDupWindow returns a window of the given length for numbers of layout l,
+// holding at most maxEntries numbers.
+func newDupWindow(l idgen.Layout, window time.Duration, maxEntries int) *dupWindow {
+	tr, compact := newTimeRing(l, window)
+	w := &dupWindow{timeRing: tr, compact: compact, maxEntries: max(maxEntries, 1)}
+	w.ring = make([]bucket, tr.n)
 	for i := range w.ring {
 		w.ring[i].no = -1
 	}
@@ -79,18 +95,18 @@ func newDupWindow(l idgen.Layout, window time.Duration, maxEntries int) *dupWind
 }
 
 // spanMs is the length of number time one bucket covers.
-func (w *dupWindow) spanMs() int64 { return 1 << w.shift }
+func (w *timeRing) spanMs() int64 { return 1 << w.shift }
 
 // bucketOf returns the bucket number of a number.
-func (w *dupWindow) bucketOf(id int64) int64 { return id >> w.timeShift >> w.shift }
+func (w *timeRing) bucketOf(id int64) int64 { return id >> w.timeShift >> w.shift }
 
 // lowest returns the oldest bucket a check may use when the watermark is wm.
-func (w *dupWindow) lowest(wm int64) int64 { return max(wm-(w.n-1), w.floor) }
+func (w *timeRing) lowest(wm int64) int64 { return max(wm-(w.n-1), w.floor) }
 
 // checkable reports whether a number in bucket b can be checked (and
 // remembered) under watermark wm and the clock's limit bucket: it must lie
 // within the window behind the watermark and not beyond the limit.
-func (w *dupWindow) checkable(b, wm, limit int64) bool {
+func (w *timeRing) checkable(b, wm, limit int64) bool {
 	if b > limit {
 		return false
 	}
@@ -187,7 +203,7 @@ func (w *dupWindow) evictOldest(cur int64) {
 
 // effectiveMs is how much number time the window covers now: the window,
 // or less after evictions.
-func (w *dupWindow) effectiveMs() int64 {
+func (w *timeRing) effectiveMs() int64 {
 	if w.watermark < 0 {
 		return 0
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
 )
 
@@ -244,5 +245,64 @@ func TestIDSet(t *testing.T) {
 	}
 	if load := float64(s64.n) / float64(len(s64.slots)); load > 0.75 || load < 0.375 {
 		t.Fatalf("load %.2f outside 3/8..3/4", load)
+	}
+}
+
+// BenchmarkOrderWindowMemory measures what the order window (renumbered)
+// costs in live heap after GC, per entry: n orders by source
+// ("orders/<p>/<offset>", 16 partitions) with the defaults (a 10-minute
+// window, the cap at 10M), at 20 numbers per ms.
+//
+//   - fill-1M, fill-10M: 1M and 10M orders within one window, the second
+//     at the cap;
+//   - stream-20M: 20M orders over 1,000 s of number time: buckets expire,
+//     and past the cap the oldest are evicted; the peak is what counts.
+//
+// Run: go test -run '^$' -bench OrderWindowMemory -benchtime 1x ./pipeline/audit/
+func BenchmarkOrderWindowMemory(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{"fill-1M", 1_000_000}, {"fill-10M", 10_000_000}, {"stream-20M", 20_000_000}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			l := idgen.DefaultLayout()
+			var ms runtime.MemStats
+			src := make([]byte, 0, 64)
+			for b.Loop() {
+				runtime.GC()
+				runtime.ReadMemStats(&ms)
+				base := ms.HeapAlloc
+				w := newOrderWindow(l, DefaultDupWindow, DefaultDupMaxEntries)
+				start := testNow.UnixMilli()
+				var peak uint64
+				var peakEntries int
+				var took time.Duration
+				for i := 0; i < c.n; i += 1_000_000 {
+					t0 := time.Now()
+					for j := i; j < min(i+1_000_000, c.n); j++ {
+						src = codec.AppendSource(src[:0], "orders", int32(j%16), int64(j/16))
+						id := stream(l, start, 20, j)
+						w.add(w.sourceName(string(src)), orderEntry{id: id, offset: int64(j), part: w.part(partKey{"out", int32(j % 16)})}, 1<<62)
+					}
+					took += time.Since(t0)
+					runtime.GC()
+					runtime.ReadMemStats(&ms)
+					if live := ms.HeapAlloc - base; live > peak {
+						peak, peakEntries = live, w.entries
+					}
+				}
+				if w.entries > DefaultDupMaxEntries {
+					b.Fatalf("%d entries, cap %d", w.entries, DefaultDupMaxEntries)
+				}
+				runtime.ReadMemStats(&ms)
+				b.ReportMetric(float64(ms.HeapAlloc-base)/float64(w.entries), "B/entry")
+				b.ReportMetric(float64(peak)/(1<<20), "peak-MiB")
+				b.ReportMetric(float64(peak)/float64(peakEntries), "peak-B/entry")
+				b.ReportMetric(float64(w.evictions), "evictions")
+				b.ReportMetric(float64(took.Nanoseconds())/float64(c.n), "ns/order")
+				runtime.KeepAlive(w)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -15,10 +16,12 @@ import (
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/testenv"
 	"github.com/flakestream/flakestream/internal/verify"
+	"github.com/flakestream/flakestream/pipeline"
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // The audit reads the number of an Avro record without the number header
@@ -111,5 +114,106 @@ func TestAuditAvroValueNumbers(t *testing.T) {
 		case off == 19 && a.Valid:
 			t.Errorf("the unnumbered record is audited valid (%d)", a.ID)
 		}
+	}
+}
+
+// renumbered in Avro and Protobuf values without a number header: the
+// number read from the value through the registry, the --key field
+// (field:ref) too. An order whose key comes back with another number, and
+// a source that comes back with another number, are renumbered, each
+// naming its first copy; the others are clean.
+func TestAuditRenumberedValueFormats(t *testing.T) {
+	const proto = `syntax = "proto3";
+package shop;
+message Order {
+  string ref = 1;
+  string order_no = 2;
+}
+`
+	for _, vf := range []codec.ValueFormat{codec.ValueAvro, codec.ValueProtobuf} {
+		t.Run(string(vf), func(t *testing.T) {
+			k := testenv.Kafka(t)
+			topic := k.NewTopic(t, 1)
+			auditTopic := topic + ".audit"
+			k.CreateTopic(t, auditTopic, 1)
+			reg := srfake.New()
+			defer reg.Close()
+			ctx := context.Background()
+			cl, err := sr.NewClient(sr.URLs(reg.URL()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var input func(ref string) []byte
+			if vf == codec.ValueAvro {
+				const writer = `{"type":"record","name":"Order","fields":[{"name":"ref","type":"string"}]}`
+				id, err := cl.RegisterSchema(ctx, topic+"-in-value", sr.Schema{Schema: writer}, -1, -1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				input = func(ref string) []byte {
+					p, _ := avro.Marshal(avro.MustParse(writer), map[string]any{"ref": ref})
+					return append([]byte{0, 0, 0, 0, byte(id)}, p...)
+				}
+			} else {
+				id, err := cl.RegisterSchema(ctx, topic+"-in-value", sr.Schema{Schema: proto, Type: sr.TypeProtobuf}, -1, -1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				input = func(ref string) []byte {
+					p := protowire.AppendTag(nil, 1, protowire.BytesType)
+					p = protowire.AppendString(p, ref)
+					return append([]byte{0, 0, 0, 0, byte(id), 0}, p...)
+				}
+			}
+			num, err := schema.New(schema.Settings{Format: vf, URL: reg.URL(), OutputTopic: topic})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := idgen.DefaultLayout()
+			now := time.Now()
+			var recs []*kgo.Record
+			add := func(ref, src string, seq int64) {
+				in := input(ref)
+				insp, err := num.Inspect(ctx, in)
+				if err != nil || insp.Kind != codec.NeedsNumber {
+					t.Fatalf("inspect: %v %v", insp, err)
+				}
+				v, err := num.AppendNumbered(ctx, nil, in, insp, mustCompose(t, l, now, 1, 1, seq))
+				if err != nil {
+					t.Fatal(err)
+				}
+				recs = append(recs, &kgo.Record{Topic: topic, Value: v, Timestamp: now,
+					Headers: []kgo.RecordHeader{{Key: codec.HeaderSource, Value: []byte(src)}}})
+			}
+			add("R-0", "in/0/0", 0)
+			add("R-1", "in/0/1", 1)
+			add("R-0", "in/0/2", 2) // the key again, another number
+			add("R-2", "in/0/1", 3) // the source again, another number
+			produceTo(t, k, recs...)
+
+			read, err := schema.New(schema.Settings{Format: vf, URL: reg.URL(), Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := startAuditor(t, k.Addrs, InputTopics(topic), Topic(auditTopic), Group(topic+"-audit"),
+				InstanceID("a"), Layout(l), Format(read), Key(pipeline.KeySpec{Field: "ref"}))
+			waitAudited(t, 4, run)
+			run.stop(t)
+			got := readAudit(t, k, auditTopic, 1)
+			first := func(off, seq int64) *codec.Copy {
+				return &codec.Copy{Topic: topic, Partition: 0, Offset: off, ID: mustCompose(t, l, now, 1, 1, seq)}
+			}
+			want := []*codec.Copy{nil, nil, first(0, 0), first(1, 1)}
+			for off, w := range want {
+				a := got[string(codec.AppendSource(nil, topic, 0, int64(off)))]
+				wantAn := []string(nil)
+				if w != nil {
+					wantAn = []string{"renumbered"}
+				}
+				if !a.Valid || a.ID != mustCompose(t, l, now, 1, 1, int64(off)) || !reflect.DeepEqual(a.Anomalies, wantAn) || !reflect.DeepEqual(a.FirstCopy, w) {
+					t.Errorf("offset %d: %+v, want number seq %d, anomalies %q, first copy %+v", off, a, off, wantAn, w)
+				}
+			}
+		})
 	}
 }

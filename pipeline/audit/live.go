@@ -36,6 +36,7 @@ type auditMetrics struct {
 
 	// Read by the func metrics; written after each committed batch.
 	dupEntries, dupEvictions, unchecked, effectiveMs atomic.Int64
+	orderEntries, orderEvictions                     atomic.Int64
 }
 
 // lagBuckets are upper bounds in ms on both sides of 0: the worker keeps an
@@ -88,6 +89,8 @@ func newAuditMetrics(reg prometheus.Registerer, l idgen.Layout) *auditMetrics {
 		fn("audit_dup_evictions_total", "Window buckets dropped early to stay within --dup-max-entries: the window was effectively shorter.", &m.dupEvictions, true),
 		fn("audit_dup_unchecked_total", "Numbers the duplicate check skipped: older than the window behind the newest number seen, or beyond the clock plus --max-skew.", &m.unchecked, true),
 		fn("audit_dup_window_ms", "Number time the duplicate window covers now (below --dup-window after evictions).", &m.effectiveMs, false),
+		fn("audit_order_entries", "Orders (sources, and keys with --key) the order window holds, to flag renumbered.", &m.orderEntries, false),
+		fn("audit_order_evictions_total", "Order window buckets dropped early to stay within --dup-max-entries: its window was effectively shorter.", &m.orderEvictions, true),
 	)
 	return m
 }
@@ -99,6 +102,8 @@ func (m *auditMetrics) committed(b *auditBatch, d *detector) {
 	m.dupEvictions.Store(int64(d.dups.evictions))
 	m.unchecked.Store(int64(d.unchecked))
 	m.effectiveMs.Store(d.dups.effectiveMs())
+	m.orderEntries.Store(int64(d.orders.entries))
+	m.orderEvictions.Store(int64(d.orders.evictions))
 }
 
 // pairState is what the auditor tracks of one (server, worker) pair.
@@ -267,6 +272,7 @@ type liveSummary struct {
 	MaxLagMs    int64            `json:"max_lag_ms"`
 	Servers     []int64          `json:"allowed_servers"` // null: any
 	Workers     []int64          `json:"allowed_workers"` // null: any
+	Key         string           `json:"key"`             // --key, "" when off
 	Audited     int64            `json:"audited"`
 	Kinds       []string         `json:"kinds"`
 	Anomalies   map[string]int64 `json:"anomalies"`
@@ -294,6 +300,9 @@ type dupSummary struct {
 	Evictions   int64 `json:"evictions"`
 	Unchecked   int64 `json:"unchecked"`
 	EffectiveMs int64 `json:"effective_ms"`
+	// The order window's (renumbered): its entries and evictions.
+	OrderEntries   int64 `json:"order_entries"`
+	OrderEvictions int64 `json:"order_evictions"`
 }
 
 // summary returns the live page's data as of now.
@@ -305,7 +314,11 @@ func (s *liveState) summary(now time.Time, ready error) liveSummary {
 		MaxLagMs: c.maxLag.Milliseconds(), Kinds: anomalyKinds[:], Anomalies: map[string]int64{},
 		ConsumerLag: int64(gaugeSum(s.m.lag)), Servers: sortedIDs(c.servers), Workers: sortedIDs(c.workers),
 		Dup: dupSummary{Entries: s.m.dupEntries.Load(), MaxEntries: c.dupMaxEntries, Evictions: s.m.dupEvictions.Load(),
-			Unchecked: s.m.unchecked.Load(), EffectiveMs: s.m.effectiveMs.Load()},
+			Unchecked: s.m.unchecked.Load(), EffectiveMs: s.m.effectiveMs.Load(),
+			OrderEntries: s.m.orderEntries.Load(), OrderEvictions: s.m.orderEvictions.Load()},
+	}
+	if c.key != nil {
+		sum.Key = c.key.String()
 	}
 	if ready != nil {
 		sum.Ready = ready.Error()

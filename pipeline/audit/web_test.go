@@ -44,7 +44,7 @@ func TestAuditPageServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for path, want := range map[string]string{"/": "<title>flakestream audit</title>", "/app.js": "api/summary",
-		"/style.css": "--bg", "/api/summary": `"kinds":["duplicate","backwards","unknown_server","unknown_worker","future","lag","invalid"]`} {
+		"/style.css": "--bg", "/api/summary": `"kinds":["duplicate","renumbered","backwards","unknown_server","unknown_worker","future","lag","invalid"]`} {
 		res, err := http.Get("http://" + addr.String() + path)
 		if err != nil {
 			t.Fatal(err)
@@ -127,9 +127,12 @@ func TestAuditLivePage(t *testing.T) {
 	l := idgen.DefaultLayout()
 	more := cleanStream(t, topic, 2, 30, time.Now().Add(-time.Second))
 	foreign := mustCompose(t, l, time.Now(), 9, 3, 0)
-	more = append(more, &kgo.Record{Topic: topic, Partition: 0, Value: []byte(`{}`), Timestamp: time.Now(),
-		Headers: []kgo.RecordHeader{{Key: codec.HeaderNumber, Value: fmt.Appendf(nil, "%d", foreign)}}})
 	produceTo(t, k, more...)
+	// Once those are audited, so that it is the newest record whatever
+	// order a batch of two partitions comes in.
+	waitAudited(t, 71, run)
+	produceTo(t, k, &kgo.Record{Topic: topic, Partition: 0, Value: []byte(`{}`), Timestamp: time.Now(),
+		Headers: []kgo.RecordHeader{{Key: codec.HeaderNumber, Value: fmt.Appendf(nil, "%d", foreign)}}})
 	waitAudited(t, 72, run)
 	waitJS("72 records audited", `document.getElementById("audited").textContent === "72"`)
 	waitJS("one unknown server", `document.getElementById("anom-unknown_server").textContent === "1"`)
@@ -143,5 +146,19 @@ func TestAuditLivePage(t *testing.T) {
 		t.Fatalf("status %q, want live", s)
 	}
 	shot("audit-page-2.png")
+
+	// An order numbered twice: its source again with another number. The
+	// renumbered tile counts it, and its row names the first copy.
+	src := kgo.RecordHeader{Key: codec.HeaderSource, Value: []byte("orders/0/77")}
+	firstID, secondID := mustCompose(t, l, time.Now(), 1, 3, 4000), mustCompose(t, l, time.Now().Add(time.Millisecond), 1, 3, 4001)
+	produceTo(t, k, &kgo.Record{Topic: topic, Partition: 0, Value: []byte(`{}`), Timestamp: time.Now(),
+		Headers: []kgo.RecordHeader{{Key: codec.HeaderNumber, Value: fmt.Appendf(nil, "%d", firstID)}, src}})
+	produceTo(t, k, &kgo.Record{Topic: topic, Partition: 1, Value: []byte(`{}`), Timestamp: time.Now(),
+		Headers: []kgo.RecordHeader{{Key: codec.HeaderNumber, Value: fmt.Appendf(nil, "%d", secondID)}, src}})
+	waitAudited(t, 74, run)
+	waitJS("one renumbered", `document.getElementById("anom-renumbered").textContent === "1"`)
+	waitJS("the renumbered row names its first copy",
+		fmt.Sprintf(`document.querySelector("#flagged tbody tr").textContent.includes("renumbered") && document.querySelector("#flagged tbody tr").textContent.includes("first %s/0/") && document.querySelector("#flagged tbody tr").textContent.includes("#%d")`, topic, firstID))
+	shot("audit-page-3.png")
 	tab.NoJSErrors()
 }

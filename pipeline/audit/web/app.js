@@ -5,6 +5,7 @@
 
 const DESCRIPTIONS = {
   duplicate: "the number was seen before within the dup window",
+  renumbered: "the order (its source, or its --key) was seen before with another number: numbered twice",
   backwards: "the number is smaller than the previous number in the same partition",
   unknown_server: "the server ID is not one of the allowed servers",
   unknown_worker: "the worker ID is not one of the allowed workers",
@@ -74,6 +75,10 @@ function recordRow(r) {
     const b = el("span", a, "badge");
     b.title = DESCRIPTIONS[a] || "";
     an.appendChild(b);
+  }
+  const f = r.first_copy;
+  if (f) {
+    an.appendChild(el("span", "first " + f.topic + "/" + f.partition + "/" + f.offset + " #" + f.id, "first"));
   }
   tr.appendChild(an);
   return tr;
@@ -170,10 +175,13 @@ function render(s) {
   $("config").textContent = "dup window " + duration(s.dup_window_ms) +
     (d.evictions > 0 ? " (effectively " + duration(d.effective_ms) + " after " + fmt.format(d.evictions) + " evictions)" : "") +
     " · " + fmt.format(d.entries) + " of " + fmt.format(d.max_entries) + " numbers held" +
+    " · " + fmt.format(d.order_entries) + " orders held" +
+    (d.order_evictions > 0 ? " (" + fmt.format(d.order_evictions) + " evictions)" : "") +
     " · unchecked " + fmt.format(d.unchecked) +
     " · max skew " + duration(s.max_skew_ms) + " · max lag " + (s.max_lag_ms ? duration(s.max_lag_ms) : "off") +
     " · servers " + (s.allowed_servers ? s.allowed_servers.join(",") : "any") +
-    " · workers " + (s.allowed_workers ? s.allowed_workers.join(",") : "any");
+    " · workers " + (s.allowed_workers ? s.allowed_workers.join(",") : "any") +
+    " · renumbered by source" + (s.key ? " and " + s.key : "");
 }
 
 async function poll() {

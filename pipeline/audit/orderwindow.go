@@ -1,0 +1,188 @@
+package audit
+
+import (
+	"hash/maphash"
+	"time"
+
+	"github.com/flakestream/flakestream/idgen"
+)
+
+// orderWindow remembers the first numbered copy of every order seen within
+// a window of number time, so the audit can say that an order came back
+// with another number ("renumbered"). An order is named by its source (the
+// flakestream-source header: where the worker read it) and, with --key, by
+// its order key as well; the two are kept apart, so a source never matches
+// a key.
+//
+// It has the dup window's shape and settings: the same ring of buckets of
+// number time (an entry belongs to the bucket of its first copy's number),
+// dropped whole when the watermark moves a window past them, and at most
+// maxEntries entries, past which the oldest bucket is evicted. Unlike a
+// number, an order's name carries no time, so one map indexes every
+// bucket, and each bucket lists its entries' names to delete them when it
+// goes.
+//
+// A name is kept as a 64-bit hash (the map key) and a 32-bit check from a
+// second, independent hash, both seeded at random: the chance that another
+// order passes for one in the window is about entries/2^96 per record,
+// which a false "renumbered" page would need. Two names with the same
+// 64-bit hash but different checks keep the first one only (the second
+// goes unchecked), at a chance of about entries/2^64 per record.
+//
+// An entry costs the map's slot (8-byte key, 24-byte entry) and 8 bytes in
+// its bucket's list; see BenchmarkOrderWindowMemory for the bytes it costs.
+// Go maps do not shrink, so after a burst the map keeps the size of the
+// most entries it held, never more than maxEntries.
+//
+// An orderWindow is not safe for concurrent use.
+type orderWindow struct {
+	timeRing
+	ring       []orderBucket
+	maxEntries int
+	m          map[uint64]orderEntry
+	seeds      [4]maphash.Seed // hash and check, of sources and of keys
+
+	entries   int
+	evictions uint64
+
+	parts   []partKey // the numbered partitions first copies are in
+	partIdx map[partKey]uint32
+}
+
+// orderBucket lists the names of the entries of bucket number no.
+type orderBucket struct {
+	no    int64
+	names []uint64
+}
+
+// orderName is an order's name in the window: its hash and check.
+type orderName struct {
+	hash  uint64
+	check uint32
+}
+
+// orderEntry is an order's first numbered copy: its number and where it is
+// (part indexes orderWindow.parts).
+type orderEntry struct {
+	id, offset int64
+	part       uint32
+	check      uint32
+}
+
+func newOrderWindow(l idgen.Layout, window time.Duration, maxEntries int) *orderWindow {
+	tr, _ := newTimeRing(l, window)
+	w := &orderWindow{timeRing: tr, maxEntries: max(maxEntries, 1), m: map[uint64]orderEntry{},
+		partIdx: map[partKey]uint32{}}
+	for i := range w.seeds {
+		w.seeds[i] = maphash.MakeSeed()
+	}
+	w.ring = make([]orderBucket, tr.n)
+	for i := range w.ring {
+		w.ring[i].no = -1
+	}
+	return w
+}
+
+// sourceName and keyName name an order by its source or by its key.
+func (w *orderWindow) sourceName(src string) orderName {
+	return orderName{maphash.String(w.seeds[0], src), uint32(maphash.String(w.seeds[1], src))}
+}
+
+func (w *orderWindow) keyName(key []byte) orderName {
+	return orderName{maphash.Bytes(w.seeds[2], key), uint32(maphash.Bytes(w.seeds[3], key))}
+}
+
+// part returns the index of a numbered partition, adding it if new.
+func (w *orderWindow) part(k partKey) uint32 {
+	if i, ok := w.partIdx[k]; ok {
+		return i
+	}
+	i := uint32(len(w.parts))
+	w.parts = append(w.parts, k)
+	w.partIdx[k] = i
+	return i
+}
+
+// lookup returns the first copy of the order named n, if remembered, and
+// whether its hash is taken (by it, or by another name with that hash).
+func (w *orderWindow) lookup(n orderName) (e orderEntry, found, taken bool) {
+	e, taken = w.m[n.hash]
+	return e, taken && e.check == n.check, taken
+}
+
+// add remembers e as the first copy of the order named n, unless its
+// number is outside the window (limit is the newest bucket the clock
+// allows, as for the dup window) or the name's hash is already taken. It
+// reports whether e was remembered.
+func (w *orderWindow) add(n orderName, e orderEntry, limit int64) bool {
+	if _, taken := w.m[n.hash]; taken {
+		return false
+	}
+	return w.insert(n, e, limit)
+}
+
+// insert is add for a name whose hash the caller knows is not taken (the
+// detector looked it up when it staged it): one map access fewer.
+func (w *orderWindow) insert(n orderName, e orderEntry, limit int64) bool {
+	b := w.bucketOf(e.id)
+	if b < 0 || !w.checkable(b, w.watermark, limit) {
+		return false
+	}
+	if b > w.watermark {
+		w.advance(b)
+	}
+	bk := &w.ring[b%w.n]
+	if bk.no != b {
+		w.drop(bk)
+		bk.no = b
+	}
+	if w.entries >= w.maxEntries {
+		w.evictOldest(b)
+		bk.no = b // in case the oldest was this very bucket
+	}
+	e.check = n.check
+	w.m[n.hash] = e
+	bk.names = append(bk.names, n.hash)
+	w.entries++
+	return true
+}
+
+// advance moves the watermark to bucket b, dropping the buckets that fall
+// out of the window.
+func (w *orderWindow) advance(b int64) {
+	from := max(w.watermark+1, b-w.n+1)
+	if w.watermark < 0 {
+		from = b
+	}
+	for nb := from; nb <= b; nb++ {
+		w.drop(&w.ring[nb%w.n])
+	}
+	w.watermark = b
+}
+
+// drop deletes a bucket's entries and frees its list.
+func (w *orderWindow) drop(bk *orderBucket) {
+	for _, h := range bk.names {
+		delete(w.m, h)
+	}
+	w.entries -= len(bk.names)
+	bk.names = nil
+	bk.no = -1
+}
+
+// evictOldest drops the oldest non-empty bucket to make room, raising the
+// floor past it unless it is the newest bucket (cur), which keeps filling.
+func (w *orderWindow) evictOldest(cur int64) {
+	for nb := w.lowest(w.watermark); nb <= w.watermark; nb++ {
+		bk := &w.ring[nb%w.n]
+		if bk.no != nb || len(bk.names) == 0 {
+			continue
+		}
+		w.drop(bk)
+		w.evictions++
+		if nb < cur {
+			w.floor = nb + 1
+		}
+		return
+	}
+}
