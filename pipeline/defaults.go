@@ -27,6 +27,9 @@ const (
 	// DefaultShutdownTimeout bounds finishing the open transaction and
 	// leaving the group after a signal.
 	DefaultShutdownTimeout = eos.DefaultShutdownTimeout
+	// DefaultTopicWait bounds the wait at start for topics that do not
+	// exist yet.
+	DefaultTopicWait = eos.DefaultTopicWait
 	// DefaultOnRepeat is what happens to a record whose idempotency key
 	// already has a number: it is emitted with that number.
 	DefaultOnRepeat = "emit"

@@ -48,6 +48,7 @@ type benchConfig struct {
 	partitions             int
 	maxPollRecords         int
 	parallelism            int
+	topicWait              time.Duration
 	json, pairsOnly        bool
 	verbose                bool
 	cpuProfile, memProfile string
@@ -70,6 +71,7 @@ func benchCommand() *cli.Command {
 			partitionsFlag(&cfg.partitions, "partitions of every bench topic"),
 			intFlag(flagMaxPollRecords, &cfg.maxPollRecords, pipeline.DefaultMaxPollRecords, "records per transaction at most"),
 			intFlag(flagParallelism, &cfg.parallelism, runtime.GOMAXPROCS(0), "goroutines numbering one batch"),
+			topicWaitFlag(&cfg.topicWait),
 			jsonFlag(&cfg.json, "print one JSON object"),
 			boolFlag(flagPairsOnly, &cfg.pairsOnly, "measure only passthrough and worker (for sweeps over a setting such as --max-poll-records)"),
 			verboseFlag(&cfg.verbose, "log what the workers do"),
@@ -164,7 +166,8 @@ func (cfg *benchConfig) benchOptions(brokers []string, l idgen.Layout, seq idgen
 		Brokers: brokers, NewNumberer: newGen, Duration: cfg.duration, Pairs: max(cfg.pairs, 1),
 		RecordBytes: cfg.recordBytes, Partitions: int32(cfg.partitions), Log: log, Progress: progress,
 		PairsOnly: cfg.pairsOnly,
-		Worker:    []pipeline.Opt{pipeline.MaxPollRecords(cfg.maxPollRecords), pipeline.Parallelism(cfg.parallelism)},
+		Worker: []pipeline.Opt{pipeline.MaxPollRecords(cfg.maxPollRecords), pipeline.Parallelism(cfg.parallelism),
+			pipeline.TopicWait(cfg.topicWait)},
 	}
 }
 

@@ -55,7 +55,7 @@ func replayCommand() *cli.Command {
 				stringFlag(flagTo, &cfg.to, "end", "end of the range (exclusive): end (the high watermarks when the replay first starts), an RFC 3339 time, or partition:offset,..."),
 				stringFlag(flagReplayID, &cfg.replayID, "", "name of the replay's consumer group and transactional ID, flakestream-replay-<id> (default: derived from topics and bounds, so the same command resumes)"),
 			},
-			cfg.consume.flags(flagCreateTopics, flagMaxPollRecords, flagTxnTimeout, flagOrphanGuard),
+			cfg.consume.flags(flagCreateTopics, flagMaxPollRecords, flagTxnTimeout, flagOrphanGuard, flagTopicWait),
 			[]cli.Flag{
 				durationFlag(flagProgressEvery, &cfg.progressEvery, defaultProgressEvery, "how often to log progress when standard error is not a terminal"),
 				sequencerFlag(&cfg.sequencer),
@@ -153,7 +153,7 @@ func (cfg *replayConfig) replayOptions(g *idgen.Generator, rc redis.UniversalCli
 		dlq = cc.outputTopic + ".dlq"
 	}
 	worker := []pipeline.Opt{pipeline.Numbers(g), pipeline.Codec(cd), pipeline.Format(vf), pipeline.DLQTopic(dlq), pipeline.Logger(log),
-		pipeline.MaxPollRecords(cc.maxPollRecords), pipeline.TransactionTimeout(cc.txnTimeout)}
+		pipeline.MaxPollRecords(cc.maxPollRecords), pipeline.TransactionTimeout(cc.txnTimeout), pipeline.TopicWait(cc.topicWait)}
 	if idem != nil {
 		worker = append(worker, pipeline.WithIdempotency(idem))
 	}

@@ -34,6 +34,7 @@ const (
 	DefaultBackoffMin         = 100 * time.Millisecond
 	DefaultBackoffMax         = 5 * time.Second
 	DefaultLagEvery           = 10 * time.Second
+	DefaultTopicWait          = 30 * time.Second
 )
 
 // Config is the one set of settings the worker and the auditor share. A
@@ -75,6 +76,11 @@ type Config struct {
 	BackoffMin, BackoffMax time.Duration
 	// LagEvery is how often the lag gauge is refreshed; default 10s.
 	LagEvery time.Duration
+	// TopicWait bounds how long Session.CheckTopics waits for a topic that
+	// does not exist yet, or whose partitions have no leader yet, before
+	// it gives up (ErrMissingTopic for a missing output); default 30s,
+	// negative: no wait.
+	TopicWait time.Duration
 	// Logger: default discards.
 	Logger *slog.Logger
 	// Registerer receives franz-go's client metrics (plugin/kprom) under
@@ -129,7 +135,7 @@ func DefaultConfig(name string) Config {
 		Name: name, InstanceID: host, MaxPollRecords: DefaultMaxPollRecords,
 		TransactionTimeout: DefaultTransactionTimeout, SessionTimeout: DefaultSessionTimeout,
 		ShutdownTimeout: DefaultShutdownTimeout, BackoffMin: DefaultBackoffMin, BackoffMax: DefaultBackoffMax,
-		LagEvery: DefaultLagEvery, Logger: slog.New(slog.DiscardHandler),
+		LagEvery: DefaultLagEvery, TopicWait: DefaultTopicWait, Logger: slog.New(slog.DiscardHandler),
 	}
 }
 
@@ -174,6 +180,7 @@ func (c *Config) Validate() error {
 	def(&c.BackoffMin, DefaultBackoffMin)
 	def(&c.BackoffMax, DefaultBackoffMax)
 	def(&c.LagEvery, DefaultLagEvery)
+	def(&c.TopicWait, DefaultTopicWait)
 	if c.MaxPollRecords == 0 {
 		c.MaxPollRecords = DefaultMaxPollRecords
 	}
@@ -196,6 +203,15 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: transaction timeout %s: want 1s to 15m", ErrBadConfig, c.TransactionTimeout)
 	}
 	return nil
+}
+
+// NoWait maps a user's wait d, where 0 means "do not wait", onto a Config
+// field where 0 means the default: 0 and below become -1.
+func NoWait(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }
 
 // CheckNotInput returns ErrSameTopic if any of topics is consumed.

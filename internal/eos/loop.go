@@ -205,21 +205,37 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 // producer ID: an orphan on __consumer_offsets holds the group's offsets
 // unstable, so the first poll would wait on it for good, and one on a
 // partition the step produces to must be gone before the session's first
-// produce. A failure that is not fatal restarts the session.
+// produce. A transaction coordinator that is not ready yet (a fresh
+// cluster) is waited for, up to TopicWait, with one INFO line: that is
+// start-up, not a failed batch. Any other failure that is not fatal
+// restarts the session.
 func (l *Loop) guardAtStart(ctx context.Context, cl *kgo.Client, parts map[string][]int32) error {
 	if l.cfg.BeforeProduce == nil {
 		return nil
 	}
-	err := l.cfg.BeforeProduce(ctx, cl, parts)
-	switch {
-	case err == nil || ctx.Err() != nil:
-		return nil
-	case errors.Is(err, ErrFatal):
-		return err
-	default:
-		// Nothing was polled or produced yet: a new session (after a
-		// backoff) runs the guard again.
-		return fmt.Errorf("%w: orphaned-transaction guard: %w", errRestartSession, err)
+	deadline := time.Now().Add(max(l.cfg.TopicWait, 0))
+	logged := false
+	for wait := l.cfg.BackoffMin; ; wait = min(2*wait, time.Second) {
+		err := l.cfg.BeforeProduce(ctx, cl, parts)
+		switch {
+		case err == nil || ctx.Err() != nil:
+			return nil
+		case errors.Is(err, ErrFatal):
+			return err
+		case coordinatorStarting(err) && time.Now().Before(deadline):
+			if !logged {
+				logged = true
+				l.cfg.Logger.Info("waiting for the transaction coordinator to be ready; nothing was polled or produced yet",
+					"err", err, "topic_wait", l.cfg.TopicWait)
+			}
+			if Sleep(ctx, wait) != nil {
+				return nil
+			}
+		default:
+			// Nothing was polled or produced yet: a new session (after a
+			// backoff) runs the guard again.
+			return fmt.Errorf("%w: orphaned-transaction guard: %w", errRestartSession, err)
+		}
 	}
 }
 
