@@ -7,6 +7,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -266,10 +267,10 @@ func (b *runner) throughput(ctx context.Context, name string, g *idgen.Generator
 		return 0, err
 	}
 	defer stopFeed()
-	wctx, stop := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func() { errc <- w.Run(wctx) }()
-	defer func() { stop(); <-errc }()
+	// Every wait below ends as soon as the mode's loop stops, with the
+	// loop's own error: a worker that failed at start is not waited for.
+	ctx, stop := runMeasured(ctx, name, w.Run)
+	defer stop()
 
 	// The window runs from one commit to the first commit after the
 	// window's length, so every mode is measured over whole transactions
@@ -283,29 +284,51 @@ func (b *runner) throughput(ctx context.Context, name string, g *idgen.Generator
 			if time.Now().After(deadline) {
 				return 0, time.Time{}, fmt.Errorf("%s: nothing committed for %s", name, time.Since(deadline.Add(-time.Minute)).Round(time.Second))
 			}
-			if err := eos.Sleep(ctx, time.Millisecond); err != nil {
-				return 0, time.Time{}, err
+			if eos.Sleep(ctx, time.Millisecond) != nil {
+				return 0, time.Time{}, context.Cause(ctx)
 			}
 		}
 	}
 	if _, _, err := next(0, time.Now().Add(time.Minute)); err != nil {
 		return 0, err
 	}
-	if err := eos.Sleep(ctx, window/5); err != nil { // warm-up
-		return 0, err
+	if eos.Sleep(ctx, window/5) != nil { // warm-up
+		return 0, context.Cause(ctx)
 	}
 	n0, t0, err := next(done(), time.Now().Add(time.Minute))
 	if err != nil {
 		return 0, err
 	}
-	if err := eos.Sleep(ctx, window); err != nil {
-		return 0, err
+	if eos.Sleep(ctx, window) != nil {
+		return 0, context.Cause(ctx)
 	}
 	n1, t1, err := next(done(), time.Now().Add(time.Minute))
 	if err != nil {
 		return 0, err
 	}
 	return float64(n1-n0) / t1.Sub(t0).Seconds(), nil
+}
+
+// errStopped is the cause of a measurement whose loop returned nil before
+// the measurement ended.
+var errStopped = errors.New("stopped before the measurement ended")
+
+// runMeasured runs run (a mode's loop) until the returned stop is called,
+// and returns a context that ends when run returns, with run's error (or
+// errStopped), prefixed by name, as its cause; or when parent ends.
+func runMeasured(parent context.Context, name string, run func(context.Context) error) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	wctx, stopRun := context.WithCancel(parent)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := run(wctx)
+		if err == nil {
+			err = errStopped
+		}
+		cancel(fmt.Errorf("%s: %w", name, err))
+	}()
+	return ctx, func() { stopRun(); <-done }
 }
 
 // latency feeds records at a fixed rate and measures, for every numbered
@@ -324,11 +347,12 @@ func (b *runner) latency(ctx context.Context, rate float64, g *idgen.Generator) 
 	if err != nil {
 		return 0, 0, err
 	}
-	wctx, stop := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func() { errc <- w.Run(wctx) }()
-	defer func() { stop(); <-errc }()
+	ctx, stop := runMeasured(ctx, "latency: worker", w.Run)
+	defer stop()
 	if !waitReady(ctx, w) {
+		if ctx.Err() != nil {
+			return 0, 0, context.Cause(ctx)
+		}
 		return 0, 0, fmt.Errorf("latency: worker never joined its group")
 	}
 	cons, err := kgo.NewClient(kgo.SeedBrokers(b.cfg.Brokers...), kgo.ConsumeTopics(out),
@@ -360,7 +384,7 @@ func (b *runner) latency(ctx context.Context, rate float64, g *idgen.Generator) 
 			}
 		})
 		if ctx.Err() != nil {
-			return 0, 0, ctx.Err()
+			return 0, 0, context.Cause(ctx)
 		}
 	}
 	if len(lat) == 0 {
