@@ -58,3 +58,32 @@ func TestRunMeasuredEndsWhenTheLoopReturns(t *testing.T) {
 		t.Fatalf("cause %v, want worker: %v", err, errStopped)
 	}
 }
+
+// A whole bench on kfake measures latency twice, at LatencyRate and at
+// half the worker's throughput, with percentiles in order and every phase
+// of the worker's transactions.
+func TestBenchLatencyAtTwoRates(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Config{
+		Brokers: kfakeBrokers(t), NewNumberer: memoryNumberer, Duration: 2 * time.Second, Pairs: 1,
+		RecordBytes: 200, Partitions: 2, LatencyRate: 300,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Latency) != 2 || res.Latency[0].Rate != 300 || res.Latency[1].Rate != res.RecordsPerSec["worker"]/2 {
+		t.Fatalf("latency measured at %+v, want 300/s then half of %.0f/s", res.Latency, res.RecordsPerSec["worker"])
+	}
+	for _, l := range res.Latency {
+		if l.Records == 0 || !(0 < l.P50Ms && l.P50Ms <= l.P90Ms && l.P90Ms <= l.P99Ms && l.P99Ms <= l.MaxMs) {
+			t.Errorf("at %.0f/s: %d records, p50 %.1f p90 %.1f p99 %.1f max %.1f ms", l.Rate, l.Records, l.P50Ms, l.P90Ms, l.P99Ms, l.MaxMs)
+		}
+		if l.Transactions == 0 || len(l.PhaseMeanMs) != len(eos.Phases) {
+			t.Errorf("at %.0f/s: %d transactions, phases %v", l.Rate, l.Transactions, l.PhaseMeanMs)
+		}
+	}
+	if half := res.Latency[1]; res.P50Ms != half.P50Ms || res.LatencyRate != half.Rate {
+		t.Errorf("p50_ms and latency_input_rate are not the half-throughput measurement's")
+	}
+}

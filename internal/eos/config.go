@@ -121,10 +121,12 @@ type Config struct {
 // Metrics are where a loop reports, each optional: Lag is set to each
 // consumed partition's lag (labels topic, partition); Transactions counts
 // ended transactions (AtLeastOnce: batches) by result (label result:
-// committed, aborted).
+// committed, aborted); Phases (NewPhaseHistogram) observes each committed
+// transaction's phases (label phase, see Phases; Transactional mode only).
 type Metrics struct {
 	Lag          *prometheus.GaugeVec
 	Transactions *prometheus.CounterVec
+	Phases       *prometheus.HistogramVec
 }
 
 // DefaultConfig is a Config with every default set, for the product name

@@ -67,6 +67,7 @@ type Loop struct {
 	joined             atomic.Bool
 	lastErr            atomic.Pointer[error]
 	committed, aborted atomic.Int64
+	clock              phaseClock // marks for Metrics.Phases
 }
 
 // New validates cfg and returns a loop that runs step and reports to m. It
@@ -164,6 +165,7 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 			}
 			guard = false
 		}
+		pollStart := time.Now()
 		fetches := s.Client.PollRecords(ctx, l.cfg.MaxPollRecords)
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			// Nothing of this poll was produced: its records stay
@@ -175,7 +177,7 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 		if err == nil && polled > 0 {
 			if txn != nil {
 				var committed bool
-				committed, err = l.transact(ctx, txn, fetches)
+				committed, err = l.transact(ctx, txn, fetches, txnTimes{pollStart: pollStart, pollEnd: time.Now()})
 				guard = !committed && l.cfg.BeforeProduce != nil
 			} else {
 				err = l.handleThenCommit(ctx, s.Client, fetches)
@@ -311,6 +313,9 @@ func (l *Loop) kafkaOpts() []kgo.Opt {
 	}
 	if c.Static {
 		opts = append(opts, kgo.InstanceID(c.InstanceID))
+	}
+	if l.m.Phases != nil && c.Mode == Transactional {
+		opts = append(opts, kgo.WithHooks(&l.clock))
 	}
 	if c.Registerer != nil {
 		opts = append(opts, kgo.WithHooks(kprom.NewMetrics(c.MetricsNamespace, kprom.Registerer(c.Registerer))))

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -154,5 +156,29 @@ func TestGuardWaitsForTheCoordinatorAtStart(t *testing.T) {
 	}
 	if calls.Load() != 4 {
 		t.Errorf("guard called %d times, want 4", calls.Load())
+	}
+}
+
+// Every committed transaction is split into its phases: each phase has an
+// observation per committed transaction that carried records.
+func TestPhasesOfACommittedTransaction(t *testing.T) {
+	brokers := cluster(t, 1, "in", "out")
+	produceTxn(t, brokers, "in", 1, 5)
+	h := NewPhaseHistogram()
+	step := &copyStep{out: "out"}
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i"}, step, Metrics{Phases: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, l, "5 records", func() bool { return step.committed.Load() == 5 })
+	committed, _ := l.Counts()
+	for _, phase := range Phases {
+		m := &dto.Metric{}
+		if err := h.WithLabelValues(phase).(prometheus.Metric).Write(m); err != nil {
+			t.Fatal(err)
+		}
+		if n := m.GetHistogram().GetSampleCount(); n < 1 || n > uint64(committed) {
+			t.Errorf("phase %s: %d observations, want 1 to %d (the committed transactions)", phase, n, committed)
+		}
 	}
 }
