@@ -56,10 +56,12 @@ func newBaseline(numberer idgen.Numberer, opts ...pipeline.Opt) (*baseline, erro
 	if numberer != nil {
 		// The origin's way takes about a millisecond per record: a
 		// batch of 10,000 can outlast the default 10s transaction
-		// timeout on a loaded machine, and a transaction the
-		// coordinator aborts for its age is retried for good. Its slow
-		// transactions are what is measured, not their timeout.
-		opts = append(opts, pipeline.TransactionTimeout(perRecordTxnTimeout))
+		// timeout on a loaded machine, and the loop's bound on ending a
+		// transaction (the shutdown timeout, 15s) runs from its begin,
+		// so End failed with "context deadline exceeded" and the batch
+		// was retried for good. Its slow transactions are what is
+		// measured, not these bounds.
+		opts = append(opts, pipeline.TransactionTimeout(perRecordTxnTimeout), pipeline.ShutdownTimeout(perRecordTxnTimeout))
 	}
 	cfg, output, err := pipeline.LoopConfig(opts...)
 	if err != nil {
