@@ -52,7 +52,7 @@ type benchConfig struct {
 	partitions             int
 	maxPollRecords         int
 	parallelism            int
-	topicWait              time.Duration
+	topicWait, topUpWait   time.Duration
 	latencyRate            int
 	json, pairsOnly        bool
 	verbose                bool
@@ -77,6 +77,7 @@ func benchCommand() *cli.Command {
 			intFlag(flagMaxPollRecords, &cfg.maxPollRecords, pipeline.DefaultMaxPollRecords, "records per transaction at most"),
 			intFlag(flagParallelism, &cfg.parallelism, runtime.GOMAXPROCS(0), "goroutines numbering one batch"),
 			topicWaitFlag(&cfg.topicWait),
+			topUpWaitFlag(&cfg.topUpWait),
 			intFlag(flagLatencyRate, &cfg.latencyRate, defaultBenchLatencyRate, "input rate (orders/s) of the first latency measurement, send to read_committed visibility; the second runs at half the worker's throughput (0: only the second)"),
 			jsonFlag(&cfg.json, "print one JSON object"),
 			boolFlag(flagPairsOnly, &cfg.pairsOnly, "measure only passthrough and worker (for sweeps over a setting such as --max-poll-records)"),
@@ -173,7 +174,7 @@ func (cfg *benchConfig) benchOptions(brokers []string, l idgen.Layout, seq idgen
 		RecordBytes: cfg.recordBytes, Partitions: int32(cfg.partitions), Log: log, Progress: progress,
 		PairsOnly: cfg.pairsOnly, LatencyRate: float64(cfg.latencyRate),
 		Worker: []pipeline.Opt{pipeline.MaxPollRecords(cfg.maxPollRecords), pipeline.Parallelism(cfg.parallelism),
-			pipeline.TopicWait(cfg.topicWait)},
+			pipeline.TopicWait(cfg.topicWait), pipeline.TopUpWait(cfg.topUpWait)},
 	}
 }
 

@@ -36,6 +36,7 @@ const (
 	flagShutdownTimeout    = "shutdown-timeout"
 	flagOrphanGuard        = "orphan-guard"
 	flagTopicWait          = "topic-wait"
+	flagTopUpWait          = "top-up-wait"
 )
 
 type consumeConfig struct {
@@ -62,6 +63,7 @@ type consumeConfig struct {
 	shutdownTimeout  time.Duration
 	orphanGuard      bool
 	topicWait        time.Duration
+	topUpWait        time.Duration
 }
 
 // flags returns the flags of names, in that order. A name outside the
@@ -111,6 +113,8 @@ func (cc *consumeConfig) flag(name string) cli.Flag {
 		return durationFlag(name, &cc.shutdownTimeout, pipeline.DefaultShutdownTimeout, "bound on finishing the open transaction and leaving the group after a signal")
 	case flagTopicWait:
 		return topicWaitFlag(&cc.topicWait)
+	case flagTopUpWait:
+		return topUpWaitFlag(&cc.topUpWait)
 	case flagOrphanGuard:
 		return boolFlagValue(name, &cc.orphanGuard, true, "before the first poll of every Kafka session and before producing after a transaction that did not commit, end a transaction this producer ID left open at an older epoch that its coordinator no longer tracks (needs ALTER on the cluster; without it: one warning, then as if off)")
 	}
@@ -121,6 +125,11 @@ func (cc *consumeConfig) flag(name string) cli.Flag {
 // exactly-once loop (run, audit, replay, bench).
 func topicWaitFlag(dst *time.Duration) cli.Flag {
 	return durationFlag(flagTopicWait, dst, pipeline.DefaultTopicWait, "at start, wait this long for an input, output or DLQ topic that does not exist yet or has a partition without a leader yet (topics created just before the workers start), logging each one; then a missing output or DLQ is an error (0: no wait)")
+}
+
+// topUpWaitFlag is --top-up-wait, of run and bench.
+func topUpWaitFlag(dst *time.Duration) cli.Flag {
+	return durationFlag(flagTopUpWait, dst, pipeline.DefaultTopUpWait, "after a poll that returned fewer than --max-poll-records records, wait up to this long for one more fetch and number its records in the same transaction: at a low input rate, what arrived during the last transaction is committed one transaction sooner (0: off)")
 }
 
 // orphanGuardHook returns the orphaned-transaction guard's hook for the

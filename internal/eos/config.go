@@ -74,6 +74,11 @@ type Config struct {
 	// BackoffMin and BackoffMax bound the retry backoff after a failed
 	// batch: default 100ms doubling to 5s.
 	BackoffMin, BackoffMax time.Duration
+	// TopUpWait, in Transactional mode, bounds one more poll after a poll
+	// that returned fewer than MaxPollRecords records, whose records join
+	// the same transaction (see Loop.topUp): what arrived during the last
+	// transaction is committed one transaction sooner. Default 0: off.
+	TopUpWait time.Duration
 	// LagEvery is how often the lag gauge is refreshed; default 10s.
 	LagEvery time.Duration
 	// TopicWait bounds how long Session.CheckTopics waits for a topic that

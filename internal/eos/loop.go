@@ -167,6 +167,9 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 		}
 		pollStart := time.Now()
 		fetches := s.Client.PollRecords(ctx, l.cfg.MaxPollRecords)
+		if txn != nil {
+			fetches = l.topUp(ctx, s.Client, fetches)
+		}
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			// Nothing of this poll was produced: its records stay
 			// uncommitted and are read again by whoever owns them next.
