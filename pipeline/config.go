@@ -69,8 +69,10 @@ type cfg struct {
 }
 
 func defaultCfg() cfg {
+	loop := eos.DefaultConfig("worker")
+	loop.TopUpWait = DefaultTopUpWait
 	return cfg{
-		eos:           eos.DefaultConfig("worker"),
+		eos:           loop,
 		start:         DefaultStartOffset,
 		maxBuffered:   DefaultMaxBufferedRecords,
 		fetchMaxBytes: DefaultFetchMaxBytes,

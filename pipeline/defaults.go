@@ -1,6 +1,10 @@
 package pipeline
 
-import "github.com/flakestream/flakestream/internal/eos"
+import (
+	"time"
+
+	"github.com/flakestream/flakestream/internal/eos"
+)
 
 // Defaults of the worker (the ones it shares with the auditor come from
 // internal/eos, the loop both run on). The CLI's flags show these, and
@@ -27,6 +31,12 @@ const (
 	// DefaultShutdownTimeout bounds finishing the open transaction and
 	// leaving the group after a signal.
 	DefaultShutdownTimeout = eos.DefaultShutdownTimeout
+	// DefaultTopicWait bounds the wait at start for topics that do not
+	// exist yet.
+	DefaultTopicWait = eos.DefaultTopicWait
+	// DefaultTopUpWait bounds the worker's second poll into a
+	// transaction whose first poll was short.
+	DefaultTopUpWait = 5 * time.Millisecond
 	// DefaultOnRepeat is what happens to a record whose idempotency key
 	// already has a number: it is emitted with that number.
 	DefaultOnRepeat = "emit"

@@ -138,7 +138,7 @@ func TestWorkerStartLatest(t *testing.T) {
 func TestWorkerRefusesMissingOutputTopic(t *testing.T) {
 	e := pipetest.NewEnv(t, 1)
 	w, err := NewWorker(Brokers(e.Kafka.Addrs...), InputTopics(e.Input), OutputTopic(e.Input+".nope"),
-		Group("g"), Numbers(e.Generator(t, 1)))
+		Group("g"), Numbers(e.Generator(t, 1)), TopicWait(300*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -22,6 +23,7 @@ type workerMetrics struct {
 	txns                                                  *prometheus.CounterVec
 	batchSeconds                                          prometheus.Histogram
 	lag                                                   *prometheus.GaugeVec
+	phases                                                *prometheus.HistogramVec
 }
 
 func newWorkerMetrics(reg prometheus.Registerer) *workerMetrics {
@@ -43,9 +45,10 @@ func newWorkerMetrics(reg prometheus.Registerer) *workerMetrics {
 			Help: "Time from poll to committed transaction.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "flakestream", Name: "consumer_lag",
 			Help: "Records between the group's committed offset and the end of each input partition."}, []string{"topic", "partition"}),
+		phases: eos.NewPhaseHistogram(),
 	}
 	if reg != nil {
-		reg.MustRegister(m.in, m.numbered, m.passthrough, m.dlqTotal, m.repeats, m.dropped, m.dlq, m.txns, m.batchSeconds, m.lag)
+		reg.MustRegister(m.in, m.numbered, m.passthrough, m.dlqTotal, m.repeats, m.dropped, m.dlq, m.txns, m.batchSeconds, m.lag, m.phases)
 	}
 	return m
 }

@@ -82,6 +82,19 @@ func TransactionTimeout(d time.Duration) Opt { return func(c *cfg) { c.eos.Trans
 // default 15s.
 func ShutdownTimeout(d time.Duration) Opt { return func(c *cfg) { c.eos.ShutdownTimeout = d } }
 
+// TopicWait bounds how long the worker waits at start for an input,
+// output or DLQ topic that does not exist yet (or has a partition without
+// a leader yet), overriding the default 30s; 0 turns the wait off. After it
+// a missing output or DLQ ends Run with ErrMissingTopic.
+func TopicWait(d time.Duration) Opt { return func(c *cfg) { c.eos.TopicWait = eos.NoWait(d) } }
+
+// TopUpWait bounds one more poll after a poll that returned fewer than
+// MaxPollRecords records, whose records join the same transaction,
+// overriding the default DefaultTopUpWait; 0 turns it off. At a low input
+// rate it commits what arrived during the last transaction one
+// transaction sooner (see docs/latency.md).
+func TopUpWait(d time.Duration) Opt { return func(c *cfg) { c.eos.TopUpWait = eos.NoWait(d) } }
+
 // Backoff sets the retry backoff after a failed batch, overriding the
 // default 100ms doubling to 5s.
 func Backoff(min, max time.Duration) Opt {

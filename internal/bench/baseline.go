@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
@@ -12,6 +13,9 @@ import (
 	"github.com/flakestream/flakestream/pipeline"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
+
+// perRecordTxnTimeout is the per_record baseline's transaction timeout.
+const perRecordTxnTimeout = 2 * time.Minute
 
 // measured is what throughput runs: the worker, or a baseline.
 type measured interface {
@@ -49,6 +53,16 @@ type baseline struct {
 }
 
 func newBaseline(numberer idgen.Numberer, opts ...pipeline.Opt) (*baseline, error) {
+	if numberer != nil {
+		// The origin's way takes about a millisecond per record: a
+		// batch of 10,000 can outlast the default 10s transaction
+		// timeout on a loaded machine, and the loop's bound on ending a
+		// transaction (the shutdown timeout, 15s) runs from its begin,
+		// so End failed with "context deadline exceeded" and the batch
+		// was retried for good. Its slow transactions are what is
+		// measured, not these bounds.
+		opts = append(opts, pipeline.TransactionTimeout(perRecordTxnTimeout), pipeline.ShutdownTimeout(perRecordTxnTimeout))
+	}
 	cfg, output, err := pipeline.LoopConfig(opts...)
 	if err != nil {
 		return nil, err

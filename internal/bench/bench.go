@@ -7,6 +7,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -23,6 +24,7 @@ import (
 	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -44,6 +46,10 @@ type Config struct {
 	Progress   func(string) // a line per step, or nil
 	// PairsOnly skips per_record and latency (for sweeps over a setting).
 	PairsOnly bool
+	// LatencyRate is the fixed input rate (orders/s) of the first latency
+	// measurement; the second runs at half the worker's throughput. 0
+	// skips the first.
+	LatencyRate float64
 }
 
 // Result is one bench run. Rates are per second.
@@ -57,10 +63,29 @@ type Result struct {
 	P50Ms               float64            `json:"p50_ms"`
 	P99Ms               float64            `json:"p99_ms"`
 	LatencyRate         float64            `json:"latency_input_rate"`
-	Pairs               []Pair             `json:"pairs"`
-	RecordBytes         int                `json:"record_bytes"`
-	DurationSec         float64            `json:"duration_sec"`
-	Limit               int64              `json:"numbers_limit_per_sec"`
+	// Latency holds one entry per latency measurement: at
+	// Config.LatencyRate, then at half the worker's throughput (the one
+	// P50Ms, P99Ms and LatencyRate repeat).
+	Latency     []Latency `json:"latency"`
+	Pairs       []Pair    `json:"pairs"`
+	RecordBytes int       `json:"record_bytes"`
+	DurationSec float64   `json:"duration_sec"`
+	Limit       int64     `json:"numbers_limit_per_sec"`
+}
+
+// Latency is one latency measurement: from an order's send to its numbered
+// copy being visible to a read_committed consumer, at a fixed input rate,
+// and the mean time of each phase of the worker's committed transactions
+// (eos.Phases) over the same run.
+type Latency struct {
+	Rate         float64            `json:"rate"`
+	Records      int                `json:"records"`
+	P50Ms        float64            `json:"p50_ms"`
+	P90Ms        float64            `json:"p90_ms"`
+	P99Ms        float64            `json:"p99_ms"`
+	MaxMs        float64            `json:"max_ms"`
+	Transactions int64              `json:"transactions"`
+	PhaseMeanMs  map[string]float64 `json:"phase_mean_ms"`
 }
 
 // Pair is one interleaved passthrough/worker measurement.
@@ -141,15 +166,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.WorkerVsPerRecord = res.RecordsPerSec["worker"] / res.RecordsPerSec["per_record"]
 
-	res.LatencyRate = res.RecordsPerSec["worker"] / 2
-	cfg.Progress(fmt.Sprintf("latency: end to end at %.0f records/s", res.LatencyRate))
-	g, err = cfg.NewNumberer()
-	if err != nil {
-		return nil, err
+	rates := []float64{res.RecordsPerSec["worker"] / 2}
+	if cfg.LatencyRate > 0 {
+		rates = []float64{cfg.LatencyRate, rates[0]}
 	}
-	if res.P50Ms, res.P99Ms, err = b.latency(ctx, res.LatencyRate, g); err != nil {
-		return nil, err
+	for _, rate := range rates {
+		cfg.Progress(fmt.Sprintf("latency: end to end at %.0f records/s", rate))
+		g, err = cfg.NewNumberer()
+		if err != nil {
+			return nil, err
+		}
+		lat, err := b.latency(ctx, rate, g)
+		if err != nil {
+			return nil, err
+		}
+		res.Latency = append(res.Latency, lat)
 	}
+	half := res.Latency[len(res.Latency)-1]
+	res.LatencyRate, res.P50Ms, res.P99Ms = half.Rate, half.P50Ms, half.P99Ms
 	res.PeakRSSBytes = PeakRSS()
 	return res, nil
 }
@@ -266,10 +300,10 @@ func (b *runner) throughput(ctx context.Context, name string, g *idgen.Generator
 		return 0, err
 	}
 	defer stopFeed()
-	wctx, stop := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func() { errc <- w.Run(wctx) }()
-	defer func() { stop(); <-errc }()
+	// Every wait below ends as soon as the mode's loop stops, with the
+	// loop's own error: a worker that failed at start is not waited for.
+	ctx, stop := runMeasured(ctx, name, w.Run)
+	defer stop()
 
 	// The window runs from one commit to the first commit after the
 	// window's length, so every mode is measured over whole transactions
@@ -283,23 +317,23 @@ func (b *runner) throughput(ctx context.Context, name string, g *idgen.Generator
 			if time.Now().After(deadline) {
 				return 0, time.Time{}, fmt.Errorf("%s: nothing committed for %s", name, time.Since(deadline.Add(-time.Minute)).Round(time.Second))
 			}
-			if err := eos.Sleep(ctx, time.Millisecond); err != nil {
-				return 0, time.Time{}, err
+			if eos.Sleep(ctx, time.Millisecond) != nil {
+				return 0, time.Time{}, context.Cause(ctx)
 			}
 		}
 	}
 	if _, _, err := next(0, time.Now().Add(time.Minute)); err != nil {
 		return 0, err
 	}
-	if err := eos.Sleep(ctx, window/5); err != nil { // warm-up
-		return 0, err
+	if eos.Sleep(ctx, window/5) != nil { // warm-up
+		return 0, context.Cause(ctx)
 	}
 	n0, t0, err := next(done(), time.Now().Add(time.Minute))
 	if err != nil {
 		return 0, err
 	}
-	if err := eos.Sleep(ctx, window); err != nil {
-		return 0, err
+	if eos.Sleep(ctx, window) != nil {
+		return 0, context.Cause(ctx)
 	}
 	n1, t1, err := next(done(), time.Now().Add(time.Minute))
 	if err != nil {
@@ -308,48 +342,78 @@ func (b *runner) throughput(ctx context.Context, name string, g *idgen.Generator
 	return float64(n1-n0) / t1.Sub(t0).Seconds(), nil
 }
 
+// errStopped is the cause of a measurement whose loop returned nil before
+// the measurement ended.
+var errStopped = errors.New("stopped before the measurement ended")
+
+// runMeasured runs run (a mode's loop) until the returned stop is called,
+// and returns a context that ends when run returns, with run's error (or
+// errStopped), prefixed by name, as its cause; or when parent ends.
+func runMeasured(parent context.Context, name string, run func(context.Context) error) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	wctx, stopRun := context.WithCancel(parent)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := run(wctx)
+		if err == nil {
+			err = errStopped
+		}
+		cancel(fmt.Errorf("%s: %w", name, err))
+	}()
+	return ctx, func() { stopRun(); <-done }
+}
+
 // latency feeds records at a fixed rate and measures, for every numbered
 // record, the time from its send to when a read_committed consumer of the
-// output sees it.
-func (b *runner) latency(ctx context.Context, rate float64, g *idgen.Generator) (p50, p99 float64, err error) {
+// output sees it, after a warm-up of a fifth of the window.
+func (b *runner) latency(ctx context.Context, rate float64, g *idgen.Generator) (Latency, error) {
+	res := Latency{Rate: rate}
 	in, out, cleanup, err := b.topics(ctx, "latency")
 	if err != nil {
-		return 0, 0, err
+		return res, err
 	}
 	defer cleanup()
+	reg := prometheus.NewRegistry()
 	w, err := pipeline.NewWorker(append([]pipeline.Opt{
 		pipeline.Brokers(b.cfg.Brokers...), pipeline.InputTopics(in), pipeline.OutputTopic(out),
 		pipeline.Group(in + "-g"), pipeline.InstanceID(in), pipeline.Logger(b.cfg.Log), pipeline.Numbers(g),
+		pipeline.Registerer(reg),
 	}, b.cfg.Worker...)...)
 	if err != nil {
-		return 0, 0, err
+		return res, err
 	}
-	wctx, stop := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func() { errc <- w.Run(wctx) }()
-	defer func() { stop(); <-errc }()
+	ctx, stop := runMeasured(ctx, "latency: worker", w.Run)
+	defer stop()
 	if !waitReady(ctx, w) {
-		return 0, 0, fmt.Errorf("latency: worker never joined its group")
+		if ctx.Err() != nil {
+			return res, context.Cause(ctx)
+		}
+		return res, fmt.Errorf("latency: worker never joined its group")
 	}
 	cons, err := kgo.NewClient(kgo.SeedBrokers(b.cfg.Brokers...), kgo.ConsumeTopics(out),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(10*time.Millisecond))
 	if err != nil {
-		return 0, 0, err
+		return res, err
 	}
 	defer cons.Close()
 	_, stopFeed, err := b.feed(ctx, in, rate, func() int64 { return 0 }, 0)
 	if err != nil {
-		return 0, 0, err
+		return res, err
 	}
 	defer stopFeed()
 	var lat []float64
 	deadline := time.Now().Add(b.cfg.Duration + b.cfg.Duration/5)
 	skipUntil := time.Now().Add(b.cfg.Duration / 5)
+	var before map[string]phaseTotal
 	for time.Now().Before(deadline) {
 		pctx, cancel := context.WithDeadline(ctx, deadline)
 		fs := cons.PollFetches(pctx)
 		cancel()
 		now := time.Now()
+		if before == nil && now.After(skipUntil) {
+			before = phaseTotals(reg)
+		}
 		fs.EachRecord(func(r *kgo.Record) {
 			for _, h := range r.Headers {
 				if h.Key == "bench-sent" && now.After(skipUntil) {
@@ -360,14 +424,53 @@ func (b *runner) latency(ctx context.Context, rate float64, g *idgen.Generator) 
 			}
 		})
 		if ctx.Err() != nil {
-			return 0, 0, ctx.Err()
+			return res, context.Cause(ctx)
 		}
 	}
 	if len(lat) == 0 {
-		return 0, 0, fmt.Errorf("latency: no record came through")
+		return res, fmt.Errorf("latency: no record came through")
 	}
 	sort.Float64s(lat)
-	return lat[len(lat)/2], lat[len(lat)*99/100], nil
+	at := func(q float64) float64 { return lat[min(int(q*float64(len(lat))), len(lat)-1)] }
+	res.Records, res.P50Ms, res.P90Ms, res.P99Ms, res.MaxMs = len(lat), at(0.5), at(0.9), at(0.99), lat[len(lat)-1]
+	res.PhaseMeanMs = map[string]float64{}
+	for phase, t := range phaseTotals(reg) {
+		d := phaseTotal{n: t.n - before[phase].n, sum: t.sum - before[phase].sum}
+		if d.n > 0 {
+			res.PhaseMeanMs[phase] = d.sum / float64(d.n) * 1000
+		}
+		if phase == eos.PhasePoll {
+			res.Transactions = int64(d.n)
+		}
+	}
+	return res, nil
+}
+
+type phaseTotal struct {
+	n   uint64
+	sum float64
+}
+
+// phaseTotals reads the worker's phase histogram from reg.
+func phaseTotals(reg *prometheus.Registry) map[string]phaseTotal {
+	out := map[string]phaseTotal{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return out
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != eos.PhaseMetricName {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "phase" {
+					out[lp.GetValue()] = phaseTotal{n: m.GetHistogram().GetSampleCount(), sum: m.GetHistogram().GetSampleSum()}
+				}
+			}
+		}
+	}
+	return out
 }
 
 func waitReady(ctx context.Context, w interface{ Ready() error }) bool {

@@ -77,7 +77,7 @@ func (cfg *auditConfig) command() *cli.Command {
 				stringFlag(flagKey, &cfg.key, "", "also flag renumbered an order key seen again with another number, read as --idempotency-key reads it: key, field:<name> or header:<name> (default: by the flakestream-source header only)"),
 				durationFlag(flagCatchUpTimeout, &cfg.catchUpTimeout, audit.DefaultCatchUpTimeout, "bound on reading back the last dup window of a partition this instance is given, so a restart or rebalance forgets nothing (0 turns the catch-up off)"),
 			},
-			cfg.consume.flags(flagCreateTopics, flagMaxPollRecords, flagTxnTimeout, flagSessionTimeout, flagShutdownTimeout, flagOrphanGuard),
+			cfg.consume.flags(flagCreateTopics, flagMaxPollRecords, flagTxnTimeout, flagSessionTimeout, flagShutdownTimeout, flagOrphanGuard, flagTopicWait),
 			cfg.layout.flags(), cfg.schema.flags(), cfg.kafka.flags(), cfg.ops.flags(defaultAuditHTTPAddr)),
 		Action: cfg.run,
 	})
@@ -154,6 +154,7 @@ func (cfg *auditConfig) auditOptions(c *cli.Context) ([]audit.Opt, error) {
 		audit.TransactionTimeout(cc.txnTimeout),
 		audit.SessionTimeout(cc.sessionTimeout),
 		audit.ShutdownTimeout(cc.shutdownTimeout),
+		audit.TopicWait(cc.topicWait),
 		audit.KafkaOpts(kopts...),
 	}
 	for _, f := range []struct {

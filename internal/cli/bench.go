@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/bench"
+	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/flakestream/flakestream/pipeline"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -30,6 +32,7 @@ const (
 	flagPairsOnly   = "pairs-only"
 	flagCPUProfile  = "cpuprofile"
 	flagMemProfile  = "memprofile"
+	flagLatencyRate = "latency-rate"
 )
 
 // Defaults of the bench, which belongs to the CLI alone.
@@ -37,6 +40,7 @@ const (
 	defaultBenchDuration    = 3 * time.Second
 	defaultBenchPairs       = 3
 	defaultBenchRecordBytes = 200
+	defaultBenchLatencyRate = 1000
 )
 
 // benchConfig is what `flakestream bench` reads from its flags.
@@ -48,6 +52,8 @@ type benchConfig struct {
 	partitions             int
 	maxPollRecords         int
 	parallelism            int
+	topicWait, topUpWait   time.Duration
+	latencyRate            int
 	json, pairsOnly        bool
 	verbose                bool
 	cpuProfile, memProfile string
@@ -70,6 +76,9 @@ func benchCommand() *cli.Command {
 			partitionsFlag(&cfg.partitions, "partitions of every bench topic"),
 			intFlag(flagMaxPollRecords, &cfg.maxPollRecords, pipeline.DefaultMaxPollRecords, "records per transaction at most"),
 			intFlag(flagParallelism, &cfg.parallelism, runtime.GOMAXPROCS(0), "goroutines numbering one batch"),
+			topicWaitFlag(&cfg.topicWait),
+			topUpWaitFlag(&cfg.topUpWait),
+			intFlag(flagLatencyRate, &cfg.latencyRate, defaultBenchLatencyRate, "input rate (orders/s) of the first latency measurement, send to read_committed visibility; the second runs at half the worker's throughput (0: only the second)"),
 			jsonFlag(&cfg.json, "print one JSON object"),
 			boolFlag(flagPairsOnly, &cfg.pairsOnly, "measure only passthrough and worker (for sweeps over a setting such as --max-poll-records)"),
 			verboseFlag(&cfg.verbose, "log what the workers do"),
@@ -163,8 +172,9 @@ func (cfg *benchConfig) benchOptions(brokers []string, l idgen.Layout, seq idgen
 	return bench.Config{
 		Brokers: brokers, NewNumberer: newGen, Duration: cfg.duration, Pairs: max(cfg.pairs, 1),
 		RecordBytes: cfg.recordBytes, Partitions: int32(cfg.partitions), Log: log, Progress: progress,
-		PairsOnly: cfg.pairsOnly,
-		Worker:    []pipeline.Opt{pipeline.MaxPollRecords(cfg.maxPollRecords), pipeline.Parallelism(cfg.parallelism)},
+		PairsOnly: cfg.pairsOnly, LatencyRate: float64(cfg.latencyRate),
+		Worker: []pipeline.Opt{pipeline.MaxPollRecords(cfg.maxPollRecords), pipeline.Parallelism(cfg.parallelism),
+			pipeline.TopicWait(cfg.topicWait), pipeline.TopUpWait(cfg.topUpWait)},
 	}
 }
 
@@ -211,7 +221,15 @@ func (cfg *benchConfig) print(c *cli.Context, res *bench.Result, kafkaKind, redi
 	fmt.Fprintf(w, "worker_vs_passthrough\t%.3f\tmedian of %d pairwise ratios\n", res.WorkerVsPassthrough, len(res.Pairs))
 	fmt.Fprintf(w, "worker_vs_per_record\t%.1f\t\n", res.WorkerVsPerRecord)
 	fmt.Fprintf(w, "numbers_vs_limit\t%.3f\t\n", res.NumbersVsLimit)
-	fmt.Fprintf(w, "latency p50 / p99\t%.1f / %.1f ms\tsend to read_committed visibility at %.0f records/s\n", res.P50Ms, res.P99Ms, res.LatencyRate)
+	for _, l := range res.Latency {
+		fmt.Fprintf(w, "latency p50 / p90 / p99 / max\t%.1f / %.1f / %.1f / %.1f ms\tsend to read_committed visibility at %.0f records/s (%d records)\n",
+			l.P50Ms, l.P90Ms, l.P99Ms, l.MaxMs, l.Rate, l.Records)
+		var parts []string
+		for _, phase := range eos.Phases {
+			parts = append(parts, fmt.Sprintf("%s %.1f", phase, l.PhaseMeanMs[phase]))
+		}
+		fmt.Fprintf(w, "  transaction phases\t%s ms\tmean of %d committed transactions at %.0f records/s\n", strings.Join(parts, ", "), l.Transactions, l.Rate)
+	}
 	where := "the whole process, embedded broker included"
 	if kafkaKind == "external" {
 		where = "this process; the broker runs elsewhere"

@@ -35,6 +35,8 @@ const (
 	flagStaticMembership   = "static-membership"
 	flagShutdownTimeout    = "shutdown-timeout"
 	flagOrphanGuard        = "orphan-guard"
+	flagTopicWait          = "topic-wait"
+	flagTopUpWait          = "top-up-wait"
 )
 
 type consumeConfig struct {
@@ -60,6 +62,8 @@ type consumeConfig struct {
 	staticMembership bool
 	shutdownTimeout  time.Duration
 	orphanGuard      bool
+	topicWait        time.Duration
+	topUpWait        time.Duration
 }
 
 // flags returns the flags of names, in that order. A name outside the
@@ -107,10 +111,25 @@ func (cc *consumeConfig) flag(name string) cli.Flag {
 		return boolFlag(name, &cc.staticMembership, "join as static member --instance-id (KIP-345): a restart under the same ID takes its partitions back without a rebalance; a member gone for good is removed only after --session-timeout")
 	case flagShutdownTimeout:
 		return durationFlag(name, &cc.shutdownTimeout, pipeline.DefaultShutdownTimeout, "bound on finishing the open transaction and leaving the group after a signal")
+	case flagTopicWait:
+		return topicWaitFlag(&cc.topicWait)
+	case flagTopUpWait:
+		return topUpWaitFlag(&cc.topUpWait)
 	case flagOrphanGuard:
 		return boolFlagValue(name, &cc.orphanGuard, true, "before the first poll of every Kafka session and before producing after a transaction that did not commit, end a transaction this producer ID left open at an older epoch that its coordinator no longer tracks (needs ALTER on the cluster; without it: one warning, then as if off)")
 	}
 	panic(fmt.Sprintf("cli: %q is not a flag of the consume group", name))
+}
+
+// topicWaitFlag is --topic-wait, of every command that runs the
+// exactly-once loop (run, audit, replay, bench).
+func topicWaitFlag(dst *time.Duration) cli.Flag {
+	return durationFlag(flagTopicWait, dst, pipeline.DefaultTopicWait, "at start, wait this long for an input, output or DLQ topic that does not exist yet or has a partition without a leader yet (topics created just before the workers start), logging each one; then a missing output or DLQ is an error (0: no wait)")
+}
+
+// topUpWaitFlag is --top-up-wait, of run and bench.
+func topUpWaitFlag(dst *time.Duration) cli.Flag {
+	return durationFlag(flagTopUpWait, dst, pipeline.DefaultTopUpWait, "after a poll that returned fewer than --max-poll-records records, wait up to this long for one more fetch and number its records in the same transaction: at a low input rate, what arrived during the last transaction is committed one transaction sooner (0: off)")
 }
 
 // orphanGuardHook returns the orphaned-transaction guard's hook for the

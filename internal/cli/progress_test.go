@@ -155,7 +155,7 @@ func replayOnTerminal(t *testing.T, e *e2e.Env, dlq string, extra ...string) (in
 func TestReplayFailureOnTerminal(t *testing.T) {
 	e := e2e.NewEnv(t, testenv.Kafka(t), testenv.RedisServer(t), 2)
 	e.Produce(t, 2000, orders.Mix{})
-	code, out := replayOnTerminal(t, e, e.Input+".missing")
+	code, out := replayOnTerminal(t, e, e.Input+".missing", "--topic-wait", "300ms")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1:\n%s", code, out)
 	}

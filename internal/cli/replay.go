@@ -54,7 +54,7 @@ func replayCommand() *cli.Command {
 			[]cli.Flag{
 				stringFlag(flagReplayID, &cfg.replayID, "", "name of the replay's consumer group and transactional ID, flakestream-replay-<id> (default: derived from topics and bounds, so the same command resumes)"),
 			},
-			cfg.consume.flags(flagCreateTopics, flagMaxPollRecords, flagTxnTimeout, flagOrphanGuard),
+			cfg.consume.flags(flagCreateTopics, flagMaxPollRecords, flagTxnTimeout, flagOrphanGuard, flagTopicWait),
 			[]cli.Flag{
 				progressEveryFlag(&cfg.progressEvery),
 				sequencerFlag(&cfg.sequencer),
@@ -152,7 +152,7 @@ func (cfg *replayConfig) replayOptions(g *idgen.Generator, rc redis.UniversalCli
 		dlq = cc.outputTopic + ".dlq"
 	}
 	worker := []pipeline.Opt{pipeline.Numbers(g), pipeline.Codec(cd), pipeline.Format(vf), pipeline.DLQTopic(dlq), pipeline.Logger(log),
-		pipeline.MaxPollRecords(cc.maxPollRecords), pipeline.TransactionTimeout(cc.txnTimeout)}
+		pipeline.MaxPollRecords(cc.maxPollRecords), pipeline.TransactionTimeout(cc.txnTimeout), pipeline.TopicWait(cc.topicWait)}
 	if idem != nil {
 		worker = append(worker, pipeline.WithIdempotency(idem))
 	}

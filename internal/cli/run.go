@@ -32,7 +32,7 @@ func runCommand() *cli.Command {
 		Flags: concat(
 			cfg.consume.flags(flagInputTopic, flagOutputTopic, flagDLQTopic, flagGroup, flagInstanceID, flagTransactionalID,
 				flagStartOffset, flagCreateTopics, flagMaxPollRecords, flagMaxBufferedRecords, flagFetchMaxBytes, flagLinger,
-				flagTxnTimeout, flagSessionTimeout, flagStaticMembership, flagShutdownTimeout, flagOrphanGuard),
+				flagTxnTimeout, flagSessionTimeout, flagStaticMembership, flagShutdownTimeout, flagOrphanGuard, flagTopicWait, flagTopUpWait),
 			[]cli.Flag{sequencerFlag(&cfg.sequencer)},
 			cfg.identity.flags(), cfg.layout.flags(), cfg.redis.flags(), cfg.codec.flags(), cfg.schema.flags(), cfg.idempotency.flags(),
 			cfg.kafka.flags(), cfg.ops.flags(defaultRunHTTPAddr)),
@@ -142,6 +142,8 @@ func (cfg *runConfig) workerOptions(g *idgen.Generator, idem *pipeline.Idempoten
 		pipeline.Linger(cc.linger),
 		pipeline.TransactionTimeout(cc.txnTimeout),
 		pipeline.ShutdownTimeout(cc.shutdownTimeout),
+		pipeline.TopicWait(cc.topicWait),
+		pipeline.TopUpWait(cc.topUpWait),
 		pipeline.SessionTimeout(cc.sessionTimeout),
 		pipeline.KafkaOpts(kopts...),
 	}

@@ -11,7 +11,7 @@ import (
 // clear line and exit code 1.
 func TestRunFatalErrorIsOneLine(t *testing.T) {
 	e := e2e.NewEnv(t, testenv.Kafka(t), testenv.RedisServer(t), 1)
-	args := append(e.WorkerArgs("x"), "--output-topic", e.Input+".missing", "--log-level", "error")
+	args := append(e.WorkerArgs("x"), "--output-topic", e.Input+".missing", "--log-level", "error", "--topic-wait", "300ms")
 	_, stderr, code := runApp(t, "", nil, args...)
 	want := "flakestream: pipeline: topic does not exist: " + e.Input + ".missing (create it, or pass --create-topics)\n"
 	if code != 1 || stderr != want {

@@ -34,6 +34,7 @@ const (
 	DefaultBackoffMin         = 100 * time.Millisecond
 	DefaultBackoffMax         = 5 * time.Second
 	DefaultLagEvery           = 10 * time.Second
+	DefaultTopicWait          = 30 * time.Second
 )
 
 // Config is the one set of settings the worker and the auditor share. A
@@ -73,8 +74,18 @@ type Config struct {
 	// BackoffMin and BackoffMax bound the retry backoff after a failed
 	// batch: default 100ms doubling to 5s.
 	BackoffMin, BackoffMax time.Duration
+	// TopUpWait, in Transactional mode, bounds one more poll after a poll
+	// that returned fewer than MaxPollRecords records, whose records join
+	// the same transaction (see Loop.topUp): what arrived during the last
+	// transaction is committed one transaction sooner. Default 0: off.
+	TopUpWait time.Duration
 	// LagEvery is how often the lag gauge is refreshed; default 10s.
 	LagEvery time.Duration
+	// TopicWait bounds how long Session.CheckTopics waits for a topic that
+	// does not exist yet, or whose partitions have no leader yet, before
+	// it gives up (ErrMissingTopic for a missing output); default 30s,
+	// negative: no wait.
+	TopicWait time.Duration
 	// Logger: default discards.
 	Logger *slog.Logger
 	// Registerer receives franz-go's client metrics (plugin/kprom) under
@@ -115,10 +126,12 @@ type Config struct {
 // Metrics are where a loop reports, each optional: Lag is set to each
 // consumed partition's lag (labels topic, partition); Transactions counts
 // ended transactions (AtLeastOnce: batches) by result (label result:
-// committed, aborted).
+// committed, aborted); Phases (NewPhaseHistogram) observes each committed
+// transaction's phases (label phase, see Phases; Transactional mode only).
 type Metrics struct {
 	Lag          *prometheus.GaugeVec
 	Transactions *prometheus.CounterVec
+	Phases       *prometheus.HistogramVec
 }
 
 // DefaultConfig is a Config with every default set, for the product name
@@ -129,7 +142,7 @@ func DefaultConfig(name string) Config {
 		Name: name, InstanceID: host, MaxPollRecords: DefaultMaxPollRecords,
 		TransactionTimeout: DefaultTransactionTimeout, SessionTimeout: DefaultSessionTimeout,
 		ShutdownTimeout: DefaultShutdownTimeout, BackoffMin: DefaultBackoffMin, BackoffMax: DefaultBackoffMax,
-		LagEvery: DefaultLagEvery, Logger: slog.New(slog.DiscardHandler),
+		LagEvery: DefaultLagEvery, TopicWait: DefaultTopicWait, Logger: slog.New(slog.DiscardHandler),
 	}
 }
 
@@ -174,6 +187,7 @@ func (c *Config) Validate() error {
 	def(&c.BackoffMin, DefaultBackoffMin)
 	def(&c.BackoffMax, DefaultBackoffMax)
 	def(&c.LagEvery, DefaultLagEvery)
+	def(&c.TopicWait, DefaultTopicWait)
 	if c.MaxPollRecords == 0 {
 		c.MaxPollRecords = DefaultMaxPollRecords
 	}
@@ -196,6 +210,15 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: transaction timeout %s: want 1s to 15m", ErrBadConfig, c.TransactionTimeout)
 	}
 	return nil
+}
+
+// NoWait maps a user's wait d, where 0 means "do not wait", onto a Config
+// field where 0 means the default: 0 and below become -1.
+func NoWait(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }
 
 // CheckNotInput returns ErrSameTopic if any of topics is consumed.

@@ -79,3 +79,12 @@ func txnError(op, txnID string, err error) error {
 	}
 	return fmt.Errorf("%w: %s: %w", errRestartSession, op, err)
 }
+
+// coordinatorStarting reports whether err says that a coordinator is not
+// ready yet: not elected (COORDINATOR_NOT_AVAILABLE, as on a fresh cluster
+// before its transaction-state topic exists), still loading
+// (COORDINATOR_LOAD_IN_PROGRESS), or moved (NOT_COORDINATOR).
+func coordinatorStarting(err error) bool {
+	return errors.Is(err, kerr.CoordinatorNotAvailable) || errors.Is(err, kerr.CoordinatorLoadInProgress) ||
+		errors.Is(err, kerr.NotCoordinator)
+}

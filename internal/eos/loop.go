@@ -67,6 +67,7 @@ type Loop struct {
 	joined             atomic.Bool
 	lastErr            atomic.Pointer[error]
 	committed, aborted atomic.Int64
+	clock              phaseClock // marks for Metrics.Phases
 }
 
 // New validates cfg and returns a loop that runs step and reports to m. It
@@ -164,7 +165,11 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 			}
 			guard = false
 		}
+		pollStart := time.Now()
 		fetches := s.Client.PollRecords(ctx, l.cfg.MaxPollRecords)
+		if txn != nil {
+			fetches = l.topUp(ctx, s.Client, fetches)
+		}
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			// Nothing of this poll was produced: its records stay
 			// uncommitted and are read again by whoever owns them next.
@@ -175,7 +180,7 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 		if err == nil && polled > 0 {
 			if txn != nil {
 				var committed bool
-				committed, err = l.transact(ctx, txn, fetches)
+				committed, err = l.transact(ctx, txn, fetches, txnTimes{pollStart: pollStart, pollEnd: time.Now()})
 				guard = !committed && l.cfg.BeforeProduce != nil
 			} else {
 				err = l.handleThenCommit(ctx, s.Client, fetches)
@@ -205,21 +210,37 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 // producer ID: an orphan on __consumer_offsets holds the group's offsets
 // unstable, so the first poll would wait on it for good, and one on a
 // partition the step produces to must be gone before the session's first
-// produce. A failure that is not fatal restarts the session.
+// produce. A transaction coordinator that is not ready yet (a fresh
+// cluster) is waited for, up to TopicWait, with one INFO line: that is
+// start-up, not a failed batch. Any other failure that is not fatal
+// restarts the session.
 func (l *Loop) guardAtStart(ctx context.Context, cl *kgo.Client, parts map[string][]int32) error {
 	if l.cfg.BeforeProduce == nil {
 		return nil
 	}
-	err := l.cfg.BeforeProduce(ctx, cl, parts)
-	switch {
-	case err == nil || ctx.Err() != nil:
-		return nil
-	case errors.Is(err, ErrFatal):
-		return err
-	default:
-		// Nothing was polled or produced yet: a new session (after a
-		// backoff) runs the guard again.
-		return fmt.Errorf("%w: orphaned-transaction guard: %w", errRestartSession, err)
+	deadline := time.Now().Add(max(l.cfg.TopicWait, 0))
+	logged := false
+	for wait := l.cfg.BackoffMin; ; wait = min(2*wait, time.Second) {
+		err := l.cfg.BeforeProduce(ctx, cl, parts)
+		switch {
+		case err == nil || ctx.Err() != nil:
+			return nil
+		case errors.Is(err, ErrFatal):
+			return err
+		case coordinatorStarting(err) && time.Now().Before(deadline):
+			if !logged {
+				logged = true
+				l.cfg.Logger.Info("waiting for the transaction coordinator to be ready; nothing was polled or produced yet",
+					"err", err, "topic_wait", l.cfg.TopicWait)
+			}
+			if Sleep(ctx, wait) != nil {
+				return nil
+			}
+		default:
+			// Nothing was polled or produced yet: a new session (after a
+			// backoff) runs the guard again.
+			return fmt.Errorf("%w: orphaned-transaction guard: %w", errRestartSession, err)
+		}
 	}
 }
 
@@ -295,6 +316,9 @@ func (l *Loop) kafkaOpts() []kgo.Opt {
 	}
 	if c.Static {
 		opts = append(opts, kgo.InstanceID(c.InstanceID))
+	}
+	if l.m.Phases != nil && c.Mode == Transactional {
+		opts = append(opts, kgo.WithHooks(&l.clock))
 	}
 	if c.Registerer != nil {
 		opts = append(opts, kgo.WithHooks(kprom.NewMetrics(c.MetricsNamespace, kprom.Registerer(c.Registerer))))

@@ -37,29 +37,49 @@ func (t Topics) Produce() map[string][]int32 {
 }
 
 // CheckTopics lists the input topics and the outputs, retrying while the
-// brokers cannot answer yet. A missing input is logged (the group consumes
-// it once it exists); a missing output is created, with as many partitions
-// as the largest input, if create is set, and is ErrMissingTopic otherwise.
-// An error that retrying cannot fix ends with ErrFatal and a hint at the
-// settings to check.
+// brokers cannot answer yet, and waits up to Config.TopicWait for every one
+// of them to exist with a leader on each partition: topics are often created
+// a moment before the workers start (an init container, a compose service, a
+// deploy script), and a broker reports a new topic's metadata a little after
+// CreateTopics returns. Each topic waited for is logged once, by name.
+//
+// After the wait, a missing input is logged (the group consumes it once it
+// exists); a missing output is created, with as many partitions as the
+// largest input, if create is set (created at once, never waited for), and
+// is ErrMissingTopic otherwise. An error that retrying cannot fix ends with
+// ErrFatal and a hint at the settings to check.
 func (s *Session) CheckTopics(ctx context.Context, create bool, outputs ...string) (Topics, error) {
 	c := &s.loop.cfg
 	log := c.Logger
 	topics := append(append([]string{}, c.Topics...), outputs...)
-	var details kadm.TopicDetails
-	var err error
-	for attempt := 0; ; attempt++ {
-		details, err = s.Admin.ListTopics(ctx, topics...)
-		if err == nil || ctx.Err() != nil || attempt == 20 || IsFatalKafka(err) {
-			break
-		}
-		log.Warn("cannot list topics yet; retrying", "err", err)
-		if Sleep(ctx, c.BackoffMin<<min(attempt, 5)) != nil {
-			break
-		}
+	waitFor := topics // what is worth waiting for
+	if create {
+		waitFor = c.Topics
 	}
-	if err != nil {
-		return Topics{}, fmt.Errorf("%w: list topics: %w (check --brokers, the TLS and SASL settings, and that the brokers are up)", ErrFatal, err)
+	deadline := time.Now().Add(max(c.TopicWait, 0))
+	logged := map[string]bool{}
+	var details kadm.TopicDetails
+	for attempt := 0; ; attempt++ {
+		var err error
+		if details, err = s.listTopics(ctx, topics); err != nil {
+			return Topics{}, err
+		}
+		var pending []string
+		for _, t := range waitFor {
+			if why := notReady(details, t); why != "" {
+				pending = append(pending, t)
+				if !logged[t] {
+					logged[t] = true
+					log.Info("waiting for topic", "topic", t, "reason", why, "topic_wait", c.TopicWait)
+				}
+			}
+		}
+		if len(pending) == 0 || !time.Now().Before(deadline) {
+			break
+		}
+		if Sleep(ctx, min(c.BackoffMin<<min(attempt, 4), time.Second, time.Until(deadline))) != nil {
+			return Topics{}, ctx.Err()
+		}
 	}
 	res := Topics{Partitions: map[string]int32{}}
 	for _, t := range c.Topics {
@@ -86,6 +106,51 @@ func (s *Session) CheckTopics(ctx context.Context, create bool, outputs ...strin
 		res.Partitions[t] = n
 	}
 	return res, nil
+}
+
+// listTopics lists topics, retrying while the brokers cannot answer.
+func (s *Session) listTopics(ctx context.Context, topics []string) (kadm.TopicDetails, error) {
+	c := &s.loop.cfg
+	var details kadm.TopicDetails
+	var err error
+	for attempt := 0; ; attempt++ {
+		details, err = s.Admin.ListTopics(ctx, topics...)
+		if err == nil || ctx.Err() != nil || attempt == 20 || IsFatalKafka(err) {
+			break
+		}
+		c.Logger.Warn("cannot list topics yet; retrying", "err", err)
+		if Sleep(ctx, c.BackoffMin<<min(attempt, 5)) != nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: list topics: %w (check --brokers, the TLS and SASL settings, and that the brokers are up)", ErrFatal, err)
+	}
+	return details, nil
+}
+
+// notReady says why topic t is worth waiting for ("" if it is not): it does
+// not exist yet, or its metadata is not complete yet (a partition without a
+// leader, as right after it was created). Any other error (not authorized)
+// does not pass by waiting.
+func notReady(details kadm.TopicDetails, t string) string {
+	d, ok := details[t]
+	switch {
+	case !ok, errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+		return "does not exist"
+	case errors.Is(d.Err, kerr.LeaderNotAvailable):
+		return "no leader yet"
+	case d.Err != nil:
+		return ""
+	case len(d.Partitions) == 0:
+		return "no partitions yet"
+	}
+	for _, p := range d.Partitions {
+		if p.Err != nil && (errors.Is(p.Err, kerr.LeaderNotAvailable) || errors.Is(p.Err, kerr.UnknownTopicOrPartition)) || p.Leader < 0 {
+			return "a partition has no leader yet"
+		}
+	}
+	return ""
 }
 
 // Logger returns the loop's logger.

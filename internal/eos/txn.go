@@ -3,6 +3,7 @@ package eos
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -29,7 +30,9 @@ func (t *Tx) ProduceSync(ctx context.Context, r *kgo.Record) error {
 
 // transact runs one batch as one transaction: begin, the step, and one
 // commit of the step's records and the consumed offsets.
-func (l *Loop) transact(ctx context.Context, sess *kgo.GroupTransactSession, fetches kgo.Fetches) (bool, error) {
+// times carries the poll's marks; the rest are taken here for
+// Metrics.Phases.
+func (l *Loop) transact(ctx context.Context, sess *kgo.GroupTransactSession, fetches kgo.Fetches, times txnTimes) (bool, error) {
 	if err := sess.Begin(); err != nil {
 		return false, txnError("begin transaction", l.cfg.TransactionalID, err)
 	}
@@ -52,7 +55,15 @@ func (l *Loop) transact(ctx context.Context, sess *kgo.GroupTransactSession, fet
 			return false, err
 		}
 	}
+	times.processEnd = time.Now()
+	if l.m.Phases != nil && tx.promise.Err() == nil {
+		// End flushes first anyway; flushing here only splits the time.
+		// An error is End's to report (it flushes again).
+		_ = sess.Client().Flush(endCtx)
+	}
+	times.flushEnd = time.Now()
 	committed, err := sess.End(endCtx, tx.promise.Err() == nil)
+	times.end = time.Now()
 	if err != nil {
 		if data {
 			l.step.Aborted()
@@ -70,6 +81,7 @@ func (l *Loop) transact(ctx context.Context, sess *kgo.GroupTransactSession, fet
 		return false, nil
 	}
 	l.countCommit()
+	l.observe(times)
 	if !data {
 		return true, nil
 	}

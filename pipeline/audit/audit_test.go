@@ -310,7 +310,7 @@ func counterValue(c prometheus.Counter) float64 {
 func TestAuditRefusesMissingTopic(t *testing.T) {
 	k := testenv.Kafka(t)
 	topic := k.NewTopic(t, 1)
-	a, err := New(Brokers(k.Addrs...), InputTopics(topic), Topic(topic+".nope"))
+	a, err := New(Brokers(k.Addrs...), InputTopics(topic), Topic(topic+".nope"), TopicWait(300*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -280,6 +280,13 @@ func SessionTimeout(d time.Duration) Opt {
 	return func(c *cfg) { c.eos.SessionTimeout = d }
 }
 
+// TopicWait bounds how long the auditor waits at start for its input or
+// audit topic to exist (with a leader on every partition), overriding the
+// default 30s; 0 turns the wait off.
+func TopicWait(d time.Duration) Opt {
+	return func(c *cfg) { c.eos.TopicWait = eos.NoWait(d) }
+}
+
 // ShutdownTimeout bounds the shutdown after ctx ends, overriding the
 // default 15s.
 func ShutdownTimeout(d time.Duration) Opt {
