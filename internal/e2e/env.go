@@ -112,12 +112,23 @@ func (e *Env) Produce(t testing.TB, n int, mix orders.Mix) {
 }
 
 // WorkerArgs returns the arguments of `flakestream run` on the env's
-// topics, group and Redis, as instance.
+// topics, group and Redis, as instance. The workers bootstrap from the
+// broker's second client listener when it has one (KafkaClientListener),
+// so that a partition of that listener cuts off the workers only.
 func (e *Env) WorkerArgs(instance string) []string {
-	return []string{"run", "--brokers", strings.Join(e.Kafka.Addrs, ","), "--redis", e.Redis.URL,
+	return []string{"run", "--brokers", strings.Join(e.WorkerBrokers(), ","), "--redis", e.Redis.URL,
 		"--redis-prefix", e.Input, "--input-topic", e.Input, "--output-topic", e.Output, "--dlq-topic", e.DLQ,
 		"--group", e.Group, "--instance-id", instance, "--server-id", "1", "--worker-id", "1",
 		"--max-record-bytes", fmt.Sprint(MaxRecordBytes), "--txn-timeout", "5s", "--http-addr", "", "--log-level", "debug"}
+}
+
+// WorkerBrokers are the addresses the workers bootstrap from: the
+// cluster's ClientAddrs if it has them, else its Addrs.
+func (e *Env) WorkerBrokers() []string {
+	if len(e.Kafka.ClientAddrs) > 0 {
+		return e.Kafka.ClientAddrs
+	}
+	return e.Kafka.Addrs
 }
 
 // StartWorker starts `flakestream run` as instance, with extra arguments

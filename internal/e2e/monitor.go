@@ -134,6 +134,17 @@ func (m *Monitor) Instant(name string) *Fault {
 	return f
 }
 
+// Faults returns the faults recorded so far, in order.
+func (m *Monitor) Faults() []Fault {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Fault, len(m.faults))
+	for i, f := range m.faults {
+		out[i] = *f
+	}
+	return out
+}
+
 // Committed returns the last committed count sampled.
 func (m *Monitor) Committed() int64 {
 	m.mu.Lock()
