@@ -57,6 +57,10 @@ var faults = map[string]fault{
 	"pause-worker":     {run: "^TestFaultPauseWorker$", what: "2 workers: one SIGSTOPped 15 s, then resumed (a zombie)"},
 	"pause-broker":     {run: "^TestFaultPauseBroker$", what: "1 broker: its JVM SIGSTOPped 10 s"},
 	"pause-redis":      {run: "^TestFaultPauseRedis$", what: "Redis SIGSTOPped 10 s"},
+	"cluster-partition-txn-coordinator": {run: "^TestClusterFaultPartitionTxnCoordinator$",
+		what: "3 nodes: the workers cut off from the transaction coordinator's node 15 s (iptables)"},
+	"cluster-pause-txn-coordinator": {run: "^TestClusterFaultPauseTxnCoordinator$",
+		what: "3 nodes: the transaction coordinator's node SIGSTOPped 15 s"},
 }
 
 // result is the part of a faults.jsonl line that soak reads.
