@@ -89,6 +89,14 @@ type KafkaOpt func(*kafkaConfig)
 type kafkaConfig struct {
 	restartable    bool
 	clientListener bool
+	nodeCgroups    bool
+}
+
+// KafkaNodeCgroups asks (RealKafkaCluster) for every node's JVM to run
+// alone in a cgroup v2 of its own (NodeCgroup), so that DropFromCgroup can
+// cut one node off the others while clients still reach it.
+func KafkaNodeCgroups() KafkaOpt {
+	return func(c *kafkaConfig) { c.nodeCgroups = true }
 }
 
 // KafkaClientListener asks (with KafkaRestartable, on a real broker) for a

@@ -48,6 +48,9 @@ func RealKafkaCluster(t testing.TB, nodes int, opts ...KafkaOpt) *KafkaCluster {
 	if cfg.clientListener {
 		args = append(args, "--client-listeners")
 	}
+	if cfg.nodeCgroups {
+		args = append(args, "--cgroups")
+	}
 	out, err := c.script(20*time.Minute, args...)
 	if err != nil {
 		t.Fatalf("testenv: start a %d-node Kafka cluster: %v", nodes, err)
@@ -118,6 +121,33 @@ func (c *KafkaCluster) clusterEnv(t testing.TB) map[string]string {
 		}
 	}
 	return env
+}
+
+// NodeCgroup returns the cgroup v2 path (relative to the cgroup2 root)
+// that node n's JVM runs in, for DropFromCgroup; the cluster must have been
+// started with KafkaNodeCgroups.
+func (c *KafkaCluster) NodeCgroup(t testing.TB, n int) string {
+	t.Helper()
+	c.checkNode(t, n)
+	prefix := c.clusterEnv(t)["KC_CGROUP"]
+	if prefix == "" {
+		t.Fatal("testenv: the cluster's nodes have no cgroups; start it with KafkaNodeCgroups")
+	}
+	return prefix + "-node" + strconv.Itoa(n)
+}
+
+// NodePorts returns node n's broker (PLAINTEXT: clients and replication)
+// and controller ports.
+func (c *KafkaCluster) NodePorts(t testing.TB, n int) (broker, controller int) {
+	t.Helper()
+	c.checkNode(t, n)
+	env := c.clusterEnv(t)
+	bp, err1 := strconv.Atoi(strings.Fields(env["KC_PORTS"])[n-1])
+	cp, err2 := strconv.Atoi(strings.Fields(env["KC_CPORTS"])[n-1])
+	if err1 != nil || err2 != nil {
+		t.Fatalf("testenv: ports of node %d in cluster.env: %q, %q", n, env["KC_PORTS"], env["KC_CPORTS"])
+	}
+	return bp, cp
 }
 
 // NodePID returns the pid of node n's JVM, for pausing it with SIGSTOP.

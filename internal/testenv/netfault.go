@@ -37,7 +37,7 @@ const ruleTag = "flakestream-test-pid-"
 type Partition struct {
 	What  string // what is cut off, for logs
 	mu    sync.Mutex
-	rules [][]string // each rule's spec after the chain name
+	rules [][]string // each rule: its chain, then its spec
 	on    bool
 }
 
@@ -71,15 +71,40 @@ func NeedNetFaults(t testing.TB) {
 // the end of t. what names the cut for logs.
 func DropPorts(t testing.TB, what string, ports ...int) *Partition {
 	t.Helper()
+	var rules [][]string
+	for _, port := range ports {
+		for _, dir := range []string{"--dport", "--sport"} {
+			rules = append(rules, []string{"INPUT", "-i", "lo", "-p", "tcp", dir, strconv.Itoa(port)})
+		}
+	}
+	return addRules(t, what, rules)
+}
+
+// DropFromCgroup cuts the processes of cgroup v2 cgroup (a path relative
+// to the cgroup2 root) off the TCP ports on loopback: every packet they
+// send to one of them is dropped (OUTPUT, matched on the sending socket's
+// cgroup), until Heal or the end of t. Other processes still reach the
+// ports, so this cuts one process off some peers and not others, as
+// scripts/kafka-local --cgroups allows for the nodes of a cluster.
+func DropFromCgroup(t testing.TB, what, cgroup string, ports ...int) *Partition {
+	t.Helper()
+	var rules [][]string
+	for _, port := range ports {
+		rules = append(rules, []string{"OUTPUT", "-o", "lo", "-p", "tcp", "--dport", strconv.Itoa(port), "-m", "cgroup", "--path", cgroup})
+	}
+	return addRules(t, what, rules)
+}
+
+// addRules inserts the DROP rules (chain, match...) at the top of their
+// chains and returns them as a Partition.
+func addRules(t testing.TB, what string, rules [][]string) *Partition {
+	t.Helper()
 	NeedNetFaults(t)
 	netfaultOnce.Do(func() { sweepStaleRules(t); startReaper(t) })
 	p := &Partition{What: what}
 	tag := ruleTag + strconv.Itoa(os.Getpid())
-	for _, port := range ports {
-		for _, dir := range []string{"--dport", "--sport"} {
-			p.rules = append(p.rules, []string{"-i", "lo", "-p", "tcp", dir, strconv.Itoa(port),
-				"-m", "comment", "--comment", tag, "-j", "DROP"})
-		}
+	for _, r := range rules {
+		p.rules = append(p.rules, append(r, "-m", "comment", "--comment", tag, "-j", "DROP"))
 	}
 	// Registered before the rules go in, so that a failure half-way
 	// removes the ones added.
@@ -88,9 +113,9 @@ func DropPorts(t testing.TB, what string, ports ...int) *Partition {
 	defer p.mu.Unlock()
 	p.on = true
 	for i, r := range p.rules {
-		if out, err := iptables(append([]string{"-I", "INPUT"}, r...)...); err != nil {
+		if out, err := iptables(append([]string{"-I"}, r...)...); err != nil {
 			p.rules = p.rules[:i]
-			t.Fatalf("testenv: iptables -I INPUT %s: %v %s", strings.Join(r, " "), err, out)
+			t.Fatalf("testenv: iptables -I %s: %v %s", strings.Join(r, " "), err, out)
 		}
 	}
 	return p
@@ -110,7 +135,7 @@ func (p *Partition) heal(t testing.TB) {
 	}
 	p.on = false
 	for _, r := range p.rules {
-		if out, err := iptables(append([]string{"-D", "INPUT"}, r...)...); err != nil {
+		if out, err := iptables(append([]string{"-D"}, r...)...); err != nil {
 			t.Errorf("testenv: remove iptables rule %s: %v %s", strings.Join(r, " "), err, out)
 		}
 	}
@@ -128,7 +153,7 @@ func iptables(args ...string) ([]byte, error) {
 // sweepStaleRules removes the rules tagged with the pid of a process that
 // is gone.
 func sweepStaleRules(t testing.TB) {
-	out, err := iptables("-S", "INPUT")
+	out, err := iptables("-S")
 	if err != nil {
 		return
 	}
@@ -136,15 +161,15 @@ func sweepStaleRules(t testing.TB) {
 	for sc.Scan() {
 		line := sc.Text()
 		i := strings.Index(line, ruleTag)
-		if i < 0 || !strings.HasPrefix(line, "-A INPUT ") {
+		if i < 0 || !strings.HasPrefix(line, "-A ") {
 			continue
 		}
 		pid, err := strconv.Atoi(strings.Fields(line[i+len(ruleTag):])[0])
 		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) == nil {
 			continue
 		}
-		spec := strings.Fields(strings.TrimPrefix(line, "-A INPUT "))
-		if out, err := iptables(append([]string{"-D", "INPUT"}, spec...)...); err != nil {
+		spec := strings.Fields(strings.TrimPrefix(line, "-A "))
+		if out, err := iptables(append([]string{"-D"}, spec...)...); err != nil {
 			t.Logf("testenv: stale iptables rule %q: %v %s", line, err, out)
 		} else {
 			t.Logf("testenv: removed a stale iptables rule of pid %d: %s", pid, line)
@@ -161,7 +186,7 @@ func startReaper(t testing.TB) {
 	tag := ruleTag + strconv.Itoa(os.Getpid())
 	script := `pid=$1 tag=$2
 while kill -0 "$pid" 2>/dev/null; do sleep 1; done
-iptables -w 10 -S INPUT | grep -e "--comment $tag " | sed 's/^-A /-D /' |
+iptables -w 10 -S | grep -e "--comment $tag " | sed 's/^-A /-D /' |
 while read -r rule; do eval "iptables -w 10 $rule"; done`
 	cmd := exec.Command("timeout", "6h", "sh", "-c", script, "reaper", strconv.Itoa(os.Getpid()), tag)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

@@ -12,10 +12,10 @@ import (
 	"time"
 )
 
-// ourRules returns the INPUT rules this process has added.
+// ourRules returns the rules this process has added.
 func ourRules(t *testing.T) []string {
 	t.Helper()
-	out, err := iptables("-S", "INPUT")
+	out, err := iptables("-S")
 	if err != nil {
 		t.Fatalf("iptables -S: %v %s", err, out)
 	}
@@ -120,4 +120,60 @@ func procState(t *testing.T, pid int) string {
 	}
 	s := string(b)
 	return strings.Fields(s[strings.LastIndex(s, ")")+1:])[0]
+}
+
+// DropFromCgroup cuts off the processes of one cgroup and no other: a
+// shell in the cgroup cannot connect, the test itself still can.
+func TestDropFromCgroup(t *testing.T) {
+	NeedNetFaults(t)
+	root := ""
+	if b, err := os.ReadFile("/proc/mounts"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) > 2 && f[2] == "cgroup2" {
+				root = f[1]
+				break
+			}
+		}
+	}
+	name := "flakestream-test-" + strconv.Itoa(os.Getpid())
+	if root == "" || os.Mkdir(root+"/"+name, 0o755) != nil {
+		Missing(t, "no writable cgroup v2 hierarchy here")
+	}
+	t.Cleanup(func() { _ = os.Remove(root + "/" + name) })
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	// Connects from inside the cgroup; exit status 124 is timeout's.
+	inside := func() error {
+		return exec.Command("timeout", "2", "sh", "-c",
+			`echo $$ >"$0/cgroup.procs" && exec bash -c "exec 3<>/dev/tcp/127.0.0.1/$1"`, root+"/"+name, port).Run()
+	}
+	if err := inside(); err != nil {
+		t.Fatalf("before the cut: %v", err)
+	}
+	p := DropFromCgroup(t, "cgroup test", name, l.Addr().(*net.TCPAddr).Port)
+	if err := inside(); err == nil {
+		t.Fatal("a process in the cgroup connected through the cut")
+	}
+	c, err := net.DialTimeout("tcp", l.Addr().String(), time.Second)
+	if err != nil {
+		t.Fatalf("the test (outside the cgroup) could not connect: %v", err)
+	}
+	c.Close()
+	p.Heal(t)
+	if err := inside(); err != nil {
+		t.Fatalf("after Heal: %v", err)
+	}
 }

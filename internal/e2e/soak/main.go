@@ -59,6 +59,8 @@ var faults = map[string]fault{
 	"pause-redis":      {run: "^TestFaultPauseRedis$", what: "Redis SIGSTOPped 10 s"},
 	"cluster-partition-txn-coordinator": {run: "^TestClusterFaultPartitionTxnCoordinator$",
 		what: "3 nodes: the workers cut off from the transaction coordinator's node 15 s (iptables)"},
+	"cluster-isolate-node": {run: "^TestClusterFaultIsolateNode$",
+		what: "3 nodes: the leader of most output partitions cut off from the other two 20 s (iptables, cgroups)"},
 	"cluster-pause-txn-coordinator": {run: "^TestClusterFaultPauseTxnCoordinator$",
 		what: "3 nodes: the transaction coordinator's node SIGSTOPped 15 s"},
 }
