@@ -40,9 +40,8 @@ const (
 // hangFlow starts the stream of a hang row and returns how long it writes.
 func (r *run) hangFlow() time.Duration {
 	n := scaled(r.e, hangOrders)
-	rate := hangRate
-	r.stream(e2e.StreamConfig{Records: n, Rate: rate, Mix: orders.Mix{BadPerMille: 2, NumberedPerMille: 2}})
-	return time.Duration(float64(n) / float64(rate) * float64(time.Second))
+	r.stream(e2e.StreamConfig{Records: n, Rate: hangRate, Mix: orders.Mix{BadPerMille: 2, NumberedPerMille: 2}})
+	return time.Duration(float64(n) / hangRate * float64(time.Second))
 }
 
 // faultAt sleeps until a random moment 5 to 8 s into the run.
