@@ -44,9 +44,13 @@ func (r *run) hangFlow() time.Duration {
 	return time.Duration(float64(n) / hangRate * float64(time.Second))
 }
 
-// faultAt sleeps until a random moment 5 to 8 s into the run.
+// faultAt sleeps until a random moment 5 to 8 s into the run, and then
+// until the workers have committed something: on a loaded machine a first
+// session can take longer than that, and a hang that hits a worker still
+// starting measures its start, not the fault.
 func (r *run) faultAt() {
 	r.sleepUntil(5*time.Second + time.Duration(r.rng.Float64()*float64(3*time.Second)))
+	r.waitCommittedPast(0, 90*time.Second)
 }
 
 // skipOnKfake skips a hang row on kfake: the rows run once in CI, in
@@ -209,8 +213,6 @@ func TestFaultPauseWorker(t *testing.T) {
 	r.p.start("b")
 	flow := r.hangFlow()
 	r.faultAt()
-	// The pause hits a worker that works: one that has committed.
-	r.waitCommittedPast(0, 60*time.Second)
 	r.pause("worker a SIGSTOP 15s", r.p.pid("a"), 15*time.Second)
 	r.also = func(verify.Report) bool { r.fenceEvidence(); return true }
 	r.finish(flow + 2*time.Minute)
