@@ -42,7 +42,7 @@ type nemesisAction struct {
 func (a nemesisAction) String() string {
 	target := ""
 	switch {
-	case strings.HasPrefix(a.Kind, "worker"):
+	case strings.HasPrefix(a.Kind, "worker-"):
 		target = " " + nemesisWorkers[a.Target]
 	case strings.HasPrefix(a.Kind, "node") || a.Kind == "workers-cut-node":
 		target = fmt.Sprintf(" %d", a.Target)
@@ -70,7 +70,7 @@ func nemesisSchedule(rng *rand.Rand, total time.Duration) []nemesisAction {
 	for at := 15 * time.Second; ; {
 		a := nemesisAction{Kind: nemesisKinds[rng.IntN(len(nemesisKinds))],
 			For: time.Duration(3+rng.IntN(13)) * time.Second, Gap: time.Duration(5+rng.IntN(16)) * time.Second}
-		if strings.HasPrefix(a.Kind, "worker") {
+		if strings.HasPrefix(a.Kind, "worker-") { // a worker, not "workers-cut-node"
 			a.Target = rng.IntN(len(nemesisWorkers))
 		} else {
 			a.Target = 1 + rng.IntN(clusterNodes)
@@ -186,4 +186,29 @@ func (r *run) nemesisStep(i int, a nemesisAction) {
 		t.Fatalf("nemesis: unknown fault %q", a.Kind)
 	}
 	t.Logf("nemesis %s done at %s (%d orders written, %d committed)", name, fmtDur(time.Since(r.start)), r.s.Acked(), r.m.Committed())
+}
+
+// A schedule is the seed's: the same seed draws the same faults, each
+// with a target of its kind, inside the run.
+func TestNemesisSchedule(t *testing.T) {
+	total := 10 * time.Minute
+	a := nemesisSchedule(rand.New(rand.NewPCG(7, 7)), total)
+	b := nemesisSchedule(rand.New(rand.NewPCG(7, 7)), total)
+	if len(a) < 10 || fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatalf("seed 7: %d faults, and twice drawn %v vs %v", len(a), a, b)
+	}
+	at := 15 * time.Second
+	for _, x := range a {
+		if strings.HasPrefix(x.Kind, "worker-") {
+			if x.Target < 0 || x.Target >= len(nemesisWorkers) {
+				t.Errorf("%s: no such worker", x)
+			}
+		} else if x.Target < 1 || x.Target > clusterNodes {
+			t.Errorf("%s: no such node", x)
+		}
+		at += x.For + x.Gap
+	}
+	if at > total-30*time.Second {
+		t.Errorf("the schedule ends at %s, after %s", at, total-30*time.Second)
+	}
 }
