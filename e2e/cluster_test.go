@@ -29,16 +29,17 @@ const clusterNodes = 3
 // clusterWorker is the one worker's instance name in the cluster faults.
 const clusterWorker = "a"
 
-// newClusterEnv starts a 3-node cluster of t's own and creates the topics
-// (replication factor 3) on it.
-func newClusterEnv(t *testing.T, partitions int32) *e2e.Env {
+// newClusterEnv starts a 3-node cluster of t's own (opts: see
+// testenv.RealKafkaCluster) and creates the topics (replication factor 3) on
+// it.
+func newClusterEnv(t *testing.T, partitions int32, opts ...testenv.KafkaOpt) *e2e.Env {
 	t.Helper()
 	// Three JVMs per test: only where real brokers are asked for (make
 	// test-kafka), never in the kfake suite of make test.
 	if os.Getenv("FLAKESTREAM_KAFKA_LOCAL") != "1" {
 		t.Skip("the cluster faults run with FLAKESTREAM_KAFKA_LOCAL=1 (make test-kafka-cluster)")
 	}
-	k := testenv.RealKafkaCluster(t, clusterNodes)
+	k := testenv.RealKafkaCluster(t, clusterNodes, opts...)
 	e := e2e.NewEnv(t, k, testenv.RedisServer(t), partitions)
 	e2e.Binary(t)
 	t.Logf("kafka: %d-node cluster at %v; redis: %s at %s; topics %s{,.out,.dlq} with %d partitions, RF 3",
@@ -53,9 +54,9 @@ func clusterTxnID(e *e2e.Env) string { return "flakestream-" + e.Group + "-" + c
 // clusterBegin starts a run on a 3-node cluster of t's own (4 partitions)
 // with the one worker, writing orders (scaled) at rate, and returns the
 // environment, the run and how long the writing takes.
-func clusterBegin(t *testing.T, orders, rate int, fault, setup string) (*e2e.Env, *run, time.Duration) {
+func clusterBegin(t *testing.T, orders, rate int, fault, setup string, opts ...testenv.KafkaOpt) (*e2e.Env, *run, time.Duration) {
 	t.Helper()
-	e := newClusterEnv(t, 4)
+	e := newClusterEnv(t, 4, opts...)
 	n := scaled(e, orders)
 	args := []string{"--max-poll-records", "5000", "--session-timeout", "10s", "--transactional-id", clusterTxnID(e)}
 	r := begin(t, e, fault, "3 nodes, RF 3, min ISR 2; 1 worker, 4 partitions; "+setup, args...)

@@ -160,6 +160,16 @@ func (p *pool) watch(instance string, w *e2e.Process) {
 	go p.watch(instance, nw)
 }
 
+// pid returns the process id of instance (0 if it does not run).
+func (p *pool) pid(instance string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w := p.workers[instance]; w != nil {
+		return w.Cmd.Process.Pid
+	}
+	return 0
+}
+
 // kill kills instance with SIGKILL (no restart).
 func (p *pool) kill(instance string) {
 	p.mu.Lock()

@@ -45,7 +45,7 @@ var (
 // reports them until a batch commits.
 var (
 	ErrMissingTopic  = eos.ErrMissingTopic                      // output or DLQ missing, CreateTopics off
-	ErrFatal         = eos.ErrFatal                             // fenced, not authorized: retrying cannot help
+	ErrFatal         = eos.ErrFatal                             // not authorized: retrying cannot help (a fenced session is replaced)
 	ErrNumbering     = errors.New("pipeline: numbering failed") // the sequencer (Redis) or the idempotency key store failed
 	ErrCommitAborted = eos.ErrCommitAborted                     // a produce failed, so the transaction aborted
 )

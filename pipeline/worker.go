@@ -77,8 +77,8 @@ func (w *Worker) TransactionalID() string { return w.cfg.eos.TransactionalID }
 
 // Run consumes until ctx ends or a fatal error. A batch that fails for a
 // passing reason (Redis down, a produce error, a rebalance) is aborted and
-// retried with backoff; a fatal error (fenced, not authorized, a topic
-// missing) ends Run with an error that wraps ErrFatal or ErrMissingTopic.
+// retried with backoff; a fatal error (not authorized, a topic missing)
+// ends Run with an error that wraps ErrFatal or ErrMissingTopic.
 // After ctx ends, Run finishes or aborts the open transaction and leaves
 // the group within the shutdown timeout.
 func (w *Worker) Run(ctx context.Context) error {

@@ -112,12 +112,23 @@ func (e *Env) Produce(t testing.TB, n int, mix orders.Mix) {
 }
 
 // WorkerArgs returns the arguments of `flakestream run` on the env's
-// topics, group and Redis, as instance.
+// topics, group and Redis, as instance. The workers bootstrap from the
+// broker's second client listener when it has one (KafkaClientListener),
+// so that a partition of that listener cuts off the workers only.
 func (e *Env) WorkerArgs(instance string) []string {
-	return []string{"run", "--brokers", strings.Join(e.Kafka.Addrs, ","), "--redis", e.Redis.URL,
+	return []string{"run", "--brokers", strings.Join(e.WorkerBrokers(), ","), "--redis", e.Redis.URL,
 		"--redis-prefix", e.Input, "--input-topic", e.Input, "--output-topic", e.Output, "--dlq-topic", e.DLQ,
 		"--group", e.Group, "--instance-id", instance, "--server-id", "1", "--worker-id", "1",
 		"--max-record-bytes", fmt.Sprint(MaxRecordBytes), "--txn-timeout", "5s", "--http-addr", "", "--log-level", "debug"}
+}
+
+// WorkerBrokers are the addresses the workers bootstrap from: the
+// cluster's ClientAddrs if it has them, else its Addrs.
+func (e *Env) WorkerBrokers() []string {
+	if len(e.Kafka.ClientAddrs) > 0 {
+		return e.Kafka.ClientAddrs
+	}
+	return e.Kafka.Addrs
 }
 
 // StartWorker starts `flakestream run` as instance, with extra arguments
@@ -141,27 +152,41 @@ func (e *Env) LogDir() string { return e.logDir }
 // commits its input offsets in the transaction that writes their output, so
 // the first number moves exactly when committed output appears.
 func (e *Env) Committed(ctx context.Context, adm *kadm.Client) (committed, in int64, err error) {
+	c, i, err := e.CommittedByPartition(ctx, adm)
+	for _, v := range c {
+		committed += v
+	}
+	for _, v := range i {
+		in += v
+	}
+	return committed, in, err
+}
+
+// CommittedByPartition is Committed for each input partition.
+func (e *Env) CommittedByPartition(ctx context.Context, adm *kadm.Client) (committed, in map[int32]int64, err error) {
 	ends, err := adm.ListEndOffsets(ctx, e.Input)
 	if err != nil {
-		return 0, 0, err
+		return nil, nil, err
 	}
 	if err := ends.Error(); err != nil {
-		return 0, 0, err
+		return nil, nil, err
 	}
-	ends.Each(func(o kadm.ListedOffset) { in += o.Offset })
+	in = map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) { in[o.Partition] = o.Offset })
 	offs, err := adm.FetchOffsets(ctx, e.Group)
 	if errors.Is(err, kerr.GroupIDNotFound) {
-		return 0, in, nil // no member has joined yet
+		return map[int32]int64{}, in, nil // no member has joined yet
 	}
 	if err != nil {
-		return 0, 0, err
+		return nil, nil, err
 	}
 	if err := offs.Error(); err != nil {
-		return 0, 0, err
+		return nil, nil, err
 	}
+	committed = map[int32]int64{}
 	offs.Each(func(o kadm.OffsetResponse) {
 		if o.Topic == e.Input && o.At > 0 {
-			committed += o.At
+			committed[o.Partition] = o.At
 		}
 	})
 	return committed, in, nil

@@ -59,6 +59,8 @@ type sample struct {
 	at            time.Time
 	committed, in int64
 	ok            bool
+	// per input partition (nil in the timeline tests' samples)
+	partCommitted, partIn map[int32]int64
 }
 
 // Fault is one fault injected into a run.
@@ -86,10 +88,17 @@ func (m *Monitor) run() {
 	defer tick.Stop()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		c, in, err := m.e.Committed(ctx, m.adm)
+		pc, pin, err := m.e.CommittedByPartition(ctx, m.adm)
 		cancel()
+		var c, in int64
+		for _, v := range pc {
+			c += v
+		}
+		for _, v := range pin {
+			in += v
+		}
 		m.mu.Lock()
-		m.samples = append(m.samples, sample{at: time.Now(), committed: c, in: in, ok: err == nil})
+		m.samples = append(m.samples, sample{at: time.Now(), committed: c, in: in, ok: err == nil, partCommitted: pc, partIn: pin})
 		m.mu.Unlock()
 		select {
 		case <-m.stop:
@@ -134,6 +143,17 @@ func (m *Monitor) Instant(name string) *Fault {
 	return f
 }
 
+// Faults returns the faults recorded so far, in order.
+func (m *Monitor) Faults() []Fault {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Fault, len(m.faults))
+	for i, f := range m.faults {
+		out[i] = *f
+	}
+	return out
+}
+
 // Committed returns the last committed count sampled.
 func (m *Monitor) Committed() int64 {
 	m.mu.Lock()
@@ -144,6 +164,66 @@ func (m *Monitor) Committed() int64 {
 		}
 	}
 	return 0
+}
+
+// PartitionStall is the longest time one input partition had records
+// waiting while its committed offset did not move, and which partition:
+// what a fault that stops some partitions and not others costs them (a
+// paused member whose partitions wait for the group to drop it, while
+// another member keeps the group's total moving). Failed samples count as
+// no progress, as in the run's stall; the precision is one sample.
+func (m *Monitor) PartitionStall() (time.Duration, int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	parts := map[int32]bool{}
+	for _, s := range m.samples {
+		for p := range s.partIn {
+			parts[p] = true
+		}
+	}
+	var worst time.Duration
+	var which int32 = -1
+	for p := range parts {
+		if d := m.partitionWait(p); d > worst {
+			worst, which = d, p
+		}
+	}
+	return worst, which
+}
+
+// partitionWait is the longest wait of partition p. The caller holds m.mu.
+func (m *Monitor) partitionWait(p int32) time.Duration {
+	var since, prev time.Time
+	var last int64 = -1
+	var worst time.Duration
+	for _, s := range m.samples {
+		if !s.ok {
+			if since.IsZero() && !prev.IsZero() {
+				since = prev
+			}
+			continue
+		}
+		c, in := s.partCommitted[p], s.partIn[p]
+		moved := c > last
+		if moved && last >= 0 && !since.IsZero() {
+			worst = max(worst, s.at.Sub(since))
+			since = time.Time{}
+		}
+		if moved {
+			last = c
+		}
+		if c < in && since.IsZero() {
+			since = s.at
+			if !moved && !prev.IsZero() {
+				since = prev
+			}
+		}
+		prev = s.at
+	}
+	if !since.IsZero() && prev.After(since) {
+		worst = max(worst, prev.Sub(since))
+	}
+	return worst
 }
 
 // Stall is the longest stall of a run.

@@ -110,3 +110,29 @@ func repeat(v int64, n int) []int64 {
 	}
 	return out
 }
+
+// One partition stops for 2 s while another keeps the total moving: the
+// run's stall misses it, the partition stall does not.
+func TestPartitionStall(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	m := &Monitor{}
+	for i := range 40 {
+		c0 := int64(i * 10) // partition 0 keeps up
+		c1 := int64(i * 10) // partition 1 stops from 1.0 s to 3.0 s
+		if i >= 10 && i < 30 {
+			c1 = 100
+		}
+		pc := map[int32]int64{0: c0, 1: c1}
+		pin := map[int32]int64{0: c0 + 5, 1: int64(i*10) + 5}
+		m.samples = append(m.samples, sample{at: t0.Add(time.Duration(i) * SampleEvery), committed: c0 + c1, in: pin[0] + pin[1],
+			ok: true, partCommitted: pc, partIn: pin})
+	}
+	st, _ := m.Timeline()
+	if st.Length > 2*SampleEvery {
+		t.Fatalf("run stall %s: the total kept moving", st.Length)
+	}
+	d, p := m.PartitionStall()
+	if p != 1 || !near(d.Seconds(), 2.0) {
+		t.Fatalf("partition stall %s of partition %d, want 2.0s (from its last move, at 1.0 s, to its next, at 3.0 s) of partition 1", d, p)
+	}
+}

@@ -45,6 +45,11 @@ type Result struct {
 	Extra         map[string]any `json:"extra,omitempty"`
 	OK            bool           `json:"ok"`
 	Date          string         `json:"date"`
+
+	// PartitionStallS is the longest stall of any one input partition
+	// (Monitor.PartitionStall): longer than LongestStallS when a fault
+	// stops some partitions while others move.
+	PartitionStallS float64 `json:"partition_stall_s"`
 }
 
 // SetReport copies the accounting from rep.
@@ -63,6 +68,8 @@ func (r *Result) SetTimeline(m *Monitor, start time.Time) {
 		r.StallAtS = round(st.From.Sub(start).Seconds())
 	}
 	r.Faults = faults
+	ps, _ := m.PartitionStall()
+	r.PartitionStallS = round(ps.Seconds())
 	r.RecoverS = 0
 	for i := range r.Faults {
 		f := &r.Faults[i]
@@ -94,7 +101,7 @@ func Record(t testing.TB, r Result) {
 	slog.New(slog.NewTextHandler(&b, nil)).Info("fault result",
 		"fault", r.Fault, "kafka", r.Kafka, "records", r.Records, "lost", r.Lost, "duplicated", r.Duplicated,
 		"reissued", r.Reissued, "dlq", r.DLQ, "order_violations", r.OrderViolations, "mismatched", r.Mismatched,
-		"longest_stall_s", r.LongestStallS, "recover_s", r.RecoverS, "duration_s", r.DurationS,
+		"longest_stall_s", r.LongestStallS, "partition_stall_s", r.PartitionStallS, "recover_s", r.RecoverS, "duration_s", r.DurationS,
 		"worker_exits", r.WorkerExits, "ok", r.OK)
 	t.Log(strings.TrimSpace(b.String()))
 	for _, f := range r.Faults {

@@ -25,9 +25,9 @@ var (
 	// ErrMissingTopic: a topic the step produces to does not exist and
 	// may not be created. Fatal.
 	ErrMissingTopic = errors.New("pipeline: topic does not exist")
-	// ErrFatal: retrying cannot help (fenced, not authorized, a closed
-	// output); Run returns it. The cause is wrapped too, so
-	// errors.Is(err, kerr.ProducerFenced) holds for the caller.
+	// ErrFatal: retrying cannot help (not authorized, a closed output);
+	// Run returns it. The cause is wrapped too, so errors.Is(err,
+	// kerr.TopicAuthorizationFailed) holds for the caller.
 	ErrFatal = errors.New("pipeline: fatal")
 	// ErrCommitAborted: a produce failed, so the transaction was aborted;
 	// its records are read again.
@@ -53,29 +53,40 @@ func (e *FetchError) Error() string {
 func (e *FetchError) Unwrap() error { return e.Err }
 
 // IsFatalKafka reports whether a Kafka error cannot pass by retrying:
-// authorization, authentication, fencing by another instance
-// (PRODUCER_FENCED).
+// authorization and authentication.
 //
-// INVALID_PRODUCER_EPOCH is not fatal: a broker returns it when the
-// producer's own abort has just bumped its epoch under the same producer ID
-// (transactions v2, seen after a broker was killed mid-commit), and no other
-// instance is involved. Ending a transaction with it replaces the session:
-// the new client initializes the producer ID again, which fences the old
-// epoch, and starts again from the committed offsets. A real second
-// instance with the same transactional ID fences this one with
-// PRODUCER_FENCED, which stays fatal.
+// Neither INVALID_PRODUCER_EPOCH nor PRODUCER_FENCED is fatal. A broker
+// returns INVALID_PRODUCER_EPOCH when the producer's own abort has just
+// bumped its epoch under the same producer ID (transactions v2, seen after
+// a broker was killed mid-commit). It returns PRODUCER_FENCED when the
+// epoch moved on while this producer hung: the transaction coordinator
+// timed out its transaction (a partition longer than --txn-timeout, a
+// paused process, which then resumes as a zombie), or another instance
+// with the same transactional ID started. Either way the fenced session can
+// do nothing more, but the process can: ending a transaction with either
+// error replaces the session, and the new client initializes the producer
+// ID again (which fences and aborts whatever the old one left open),
+// rejoins the group, and starts again from the committed offsets, as Kafka
+// Streams does after a fence. Exactly once holds, since nothing of the
+// fenced transaction is ever committed. Two live instances that share a
+// transactional ID (a misconfiguration) fence each other in turn; each
+// fence is logged with that hint.
 func IsFatalKafka(err error) bool {
 	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.GroupAuthorizationFailed) ||
 		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) ||
-		errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.ProducerFenced)
+		errors.Is(err, kerr.SaslAuthenticationFailed)
 }
 
-// txnError classifies an error from beginning or ending a transaction (op):
-// fencing and authorization are fatal, anything else (INVALID_PRODUCER_EPOCH
+// txnError classifies an error from beginning or ending a transaction (op),
+// or from a produce in it: authorization is fatal, anything else (fencing
 // included, see IsFatalKafka) asks for a new session.
 func txnError(op, txnID string, err error) error {
 	if IsFatalKafka(err) {
-		return fmt.Errorf("%w: %s: %w (another instance with transactional ID %q has fenced this one, or it is not authorized)", ErrFatal, op, err, txnID)
+		return fmt.Errorf("%w: %s: %w (not authorized for transactional ID %q)", ErrFatal, op, err, txnID)
+	}
+	if errors.Is(err, kerr.ProducerFenced) {
+		return fmt.Errorf("%w: %s: %w (the broker fenced transactional ID %q: its transaction timed out while this process hung, "+
+			"or another instance uses the same ID; a new session rejoins)", errRestartSession, op, err, txnID)
 	}
 	return fmt.Errorf("%w: %s: %w", errRestartSession, op, err)
 }

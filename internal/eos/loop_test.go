@@ -222,6 +222,22 @@ func TestGuardFailureAfterAnAbortIsRetriedBeforePolling(t *testing.T) {
 // epoch under our own abort after a broker died) replaces the session; it
 // does not end Run. PRODUCER_FENCED stays fatal (TestTxnErrorKeepsTheCause).
 func TestInvalidProducerEpochReplacesTheSession(t *testing.T) {
+	testTxnOffsetCommitErrorReplacesTheSession(t, kerr.InvalidProducerEpoch)
+}
+
+// A fenced producer (PRODUCER_FENCED: the broker timed out its transaction
+// and bumped its epoch while it hung, or it resumed from a pause as a
+// zombie) does not end Run: the session is replaced, the new one
+// initializes the producer ID again (fencing whatever the old one left
+// open) and rejoins, as Kafka Streams does after a fence.
+func TestProducerFencedReplacesTheSession(t *testing.T) {
+	testTxnOffsetCommitErrorReplacesTheSession(t, kerr.ProducerFenced)
+}
+
+// testTxnOffsetCommitErrorReplacesTheSession answers the first
+// TxnOffsetCommit with code and checks that the loop goes on to commit every
+// record exactly once.
+func testTxnOffsetCommitErrorReplacesTheSession(t *testing.T, code *kerr.Error) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +258,7 @@ func TestInvalidProducerEpochReplacesTheSession(t *testing.T) {
 			for _, rp := range rt.Partitions {
 				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.InvalidProducerEpoch.Code
+				sp.ErrorCode = code.Code
 				st.Partitions = append(st.Partitions, sp)
 			}
 			resp.Topics = append(resp.Topics, st)
@@ -255,9 +271,9 @@ func TestInvalidProducerEpochReplacesTheSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runUntil(t, l, "every record after INVALID_PRODUCER_EPOCH", func() bool { return step.committed.Load() == 4 })
+	runUntil(t, l, "every record after "+code.Message, func() bool { return step.committed.Load() == 4 })
 	if injected.Load() == 0 {
-		t.Fatal("the INVALID_PRODUCER_EPOCH fault never hit")
+		t.Fatalf("the %s fault never hit", code.Message)
 	}
 	if n := countRecords(t, brokers, "out"); n != 4 {
 		t.Fatalf("%d records committed on out, want 4", n)
@@ -347,11 +363,16 @@ func TestFetchErrorUnwraps(t *testing.T) {
 	}
 }
 
-// A fenced producer is fatal, and the caller can still see why.
+// Authorization is fatal, fencing replaces the session, and the caller can
+// still see why.
 func TestTxnErrorKeepsTheCause(t *testing.T) {
-	err := txnError("end transaction", "tid", kerr.ProducerFenced)
-	if !errors.Is(err, ErrFatal) || !errors.Is(err, kerr.ProducerFenced) {
-		t.Fatalf("%v: want ErrFatal wrapping kerr.ProducerFenced", err)
+	err := txnError("end transaction", "tid", kerr.TransactionalIDAuthorizationFailed)
+	if !errors.Is(err, ErrFatal) || !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		t.Fatalf("%v: want ErrFatal wrapping kerr.TransactionalIDAuthorizationFailed", err)
+	}
+	if err := txnError("end transaction", "tid", kerr.ProducerFenced); errors.Is(err, ErrFatal) || !errors.Is(err, errRestartSession) ||
+		!errors.Is(err, kerr.ProducerFenced) {
+		t.Fatalf("%v: want PRODUCER_FENCED to replace the session, not end the run", err)
 	}
 	if err := txnError("end transaction", "tid", kerr.InvalidProducerEpoch); errors.Is(err, ErrFatal) || !errors.Is(err, errRestartSession) {
 		t.Fatalf("%v: want INVALID_PRODUCER_EPOCH to replace the session, not end the run", err)

@@ -2,9 +2,11 @@ package eos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -73,6 +75,11 @@ func (l *Loop) transact(ctx context.Context, sess *kgo.GroupTransactSession, fet
 	if !committed {
 		l.countAbort()
 		if perr := tx.promise.Err(); perr != nil {
+			if errors.Is(perr, kerr.ProducerFenced) {
+				// The client's producer ID is dead: only a new
+				// session can produce again.
+				return false, txnError("produce", l.cfg.TransactionalID, perr)
+			}
 			return false, fmt.Errorf("%w: produce: %w", ErrCommitAborted, perr)
 		}
 		// A rebalance: the session aborted and rewound to the committed

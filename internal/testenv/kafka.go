@@ -56,6 +56,11 @@ const (
 type KafkaCluster struct {
 	Addrs []string // bootstrap addresses, host:port
 	Kind  string   // KafkaKindFake, KafkaKindExternal or KafkaKindLocal
+	// ClientAddrs are the addresses of a second client listener
+	// (KafkaClientListener), nil if there is none: clients that bootstrap
+	// from them are told them in metadata, so a test can cut those clients
+	// off (DropPorts on ClientPorts) while its own keep Addrs.
+	ClientAddrs []string
 
 	mu sync.Mutex
 
@@ -82,7 +87,24 @@ type KafkaCluster struct {
 type KafkaOpt func(*kafkaConfig)
 
 type kafkaConfig struct {
-	restartable bool
+	restartable    bool
+	clientListener bool
+	nodeCgroups    bool
+}
+
+// KafkaNodeCgroups asks (RealKafkaCluster) for every node's JVM to run
+// alone in a cgroup v2 of its own (NodeCgroup), so that DropFromCgroup can
+// cut one node off the others while clients still reach it.
+func KafkaNodeCgroups() KafkaOpt {
+	return func(c *kafkaConfig) { c.nodeCgroups = true }
+}
+
+// KafkaClientListener asks (with KafkaRestartable, on a real broker) for a
+// second client listener, CLIENT on a port of its own, in ClientAddrs: the
+// fault suite points the workers at it, so that dropping its packets cuts
+// off the workers and not the test's own clients.
+func KafkaClientListener() KafkaOpt {
+	return func(c *kafkaConfig) { c.clientListener = true }
 }
 
 // KafkaRestartable asks for a cluster of the test's own that Stop, Start,
@@ -107,7 +129,7 @@ func Kafka(t testing.TB, opts ...KafkaOpt) *KafkaCluster {
 		}
 		why := kafkaLocalUnavailable()
 		if why == "" {
-			return kafkaStartOwnLocal(t)
+			return kafkaStartOwnLocal(t, cfg)
 		}
 		t.Logf("testenv: restartable Kafka: %s; using kfake", why)
 		return kafkaStartFake(t, true)
@@ -148,7 +170,7 @@ func RealKafka(t testing.TB, opts ...KafkaOpt) *KafkaCluster {
 		t.Skipf("testenv: %s", why)
 	}
 	if cfg.restartable {
-		return kafkaStartOwnLocal(t)
+		return kafkaStartOwnLocal(t, cfg)
 	}
 	return kafkaSharedLocal(t)
 }
@@ -466,11 +488,21 @@ func kafkaSharedLocal(t testing.TB) *KafkaCluster {
 	return c
 }
 
-func kafkaStartOwnLocal(t testing.TB) *KafkaCluster {
+func kafkaStartOwnLocal(t testing.TB, cfg kafkaConfig) *KafkaCluster {
 	t.Helper()
 	dir := t.TempDir() // removed after the cleanup below has stopped the broker
-	c := kafkaStartLocal(t, dir, kafkaTestTimeout(t))
+	var flags []string
+	clientAddr := ""
+	if cfg.clientListener {
+		port := FreePort(t)
+		flags = append(flags, "--client-port", strconv.Itoa(port))
+		clientAddr = "127.0.0.1:" + strconv.Itoa(port)
+	}
+	c := kafkaStartLocal(t, dir, kafkaTestTimeout(t), flags...)
 	c.restartable = true
+	if clientAddr != "" {
+		c.ClientAddrs = []string{clientAddr}
+	}
 	t.Cleanup(func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -670,4 +702,40 @@ func kafkaRandomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// BrokerPID returns the pid of the broker's JVM (a broker started here by
+// scripts/kafka-local with KafkaRestartable), for pausing it with SIGSTOP.
+// It fails t when there is none.
+func (c *KafkaCluster) BrokerPID(t testing.TB) int {
+	t.Helper()
+	if c.Kind != KafkaKindLocal || !c.restartable {
+		t.Fatalf("testenv: BrokerPID needs a %s broker of the test's own (KafkaRestartable), not %s", KafkaKindLocal, c.Kind)
+	}
+	pid := jvmPID(filepath.Join(c.dataDir, "server.properties"))
+	if pid == 0 {
+		t.Fatalf("testenv: no JVM runs %s/server.properties", c.dataDir)
+	}
+	return pid
+}
+
+// jvmPID returns the pid of the java process whose command line ends with
+// the broker configuration props, 0 if none.
+func jvmPID(props string) int {
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if len(args) > 2 && filepath.Base(args[0]) == "java" && args[len(args)-1] == props && args[len(args)-2] == "kafka.Kafka" {
+			return pid
+		}
+	}
+	return 0
 }

@@ -22,10 +22,13 @@ const KafkaKindCluster = "cluster"
 // with scripts/kafka-local (each broker and controller, node N with node.id
 // N; topics default to replication factor 3 and min.insync.replicas 2) and
 // stops it at the end of t. Its nodes can be stopped, killed and started
-// again (StopNode, KillNode, StartNode). Without java or the jars it skips
-// t with a one-line reason; under CI=true it fails t instead.
-func RealKafkaCluster(t testing.TB, nodes int) *KafkaCluster {
+// again (StopNode, KillNode, StartNode) and paused (NodePID). With
+// KafkaClientListener every node has a second client listener too
+// (ClientAddrs, one per node). Without java or the jars it skips t with a
+// one-line reason; under CI=true it fails t instead.
+func RealKafkaCluster(t testing.TB, nodes int, opts ...KafkaOpt) *KafkaCluster {
 	t.Helper()
+	cfg := kafkaApply(opts)
 	if nodes < 2 || nodes > 9 {
 		t.Fatalf("testenv: a cluster of %d nodes: want 2 to 9", nodes)
 	}
@@ -40,8 +43,15 @@ func RealKafkaCluster(t testing.TB, nodes int) *KafkaCluster {
 	c := &KafkaCluster{Kind: KafkaKindCluster, nodes: nodes, pidFile: filepath.Join(dir, "kafka-local.pid"),
 		logPath: filepath.Join(dir, "kafka-local.out"), replicas: int16(min(nodes, 3))}
 	// --watch-pid: the cluster stops within a second or two of this process.
-	out, err := c.script(20*time.Minute, "start", "--nodes", strconv.Itoa(nodes), "--pid-file", c.pidFile,
-		"--timeout", kafkaTestTimeout(t), "--watch-pid", strconv.Itoa(os.Getpid()))
+	args := []string{"start", "--nodes", strconv.Itoa(nodes), "--pid-file", c.pidFile,
+		"--timeout", kafkaTestTimeout(t), "--watch-pid", strconv.Itoa(os.Getpid())}
+	if cfg.clientListener {
+		args = append(args, "--client-listeners")
+	}
+	if cfg.nodeCgroups {
+		args = append(args, "--cgroups")
+	}
+	out, err := c.script(20*time.Minute, args...)
 	if err != nil {
 		t.Fatalf("testenv: start a %d-node Kafka cluster: %v", nodes, err)
 	}
@@ -50,6 +60,15 @@ func RealKafkaCluster(t testing.TB, nodes int) *KafkaCluster {
 	}
 	if len(c.Addrs) != nodes {
 		t.Fatalf("testenv: kafka-local start --nodes %d printed %q", nodes, out)
+	}
+	if cfg.clientListener {
+		ports := strings.Fields(c.clusterEnv(t)["KC_CLIENT_PORTS"])
+		if len(ports) != nodes {
+			t.Fatalf("testenv: the cluster has client ports %v, want %d", ports, nodes)
+		}
+		for _, p := range ports {
+			c.ClientAddrs = append(c.ClientAddrs, "127.0.0.1:"+p)
+		}
 	}
 	t.Cleanup(func() {
 		// The data goes away with the cluster, so the nodes are killed
@@ -74,6 +93,74 @@ func (c *KafkaCluster) Nodes() int { return max(c.nodes, 1) }
 
 // NodeAddr returns the address of node n (1-based) of a cluster.
 func (c *KafkaCluster) NodeAddr(n int) string { return c.Addrs[n-1] }
+
+// clusterDir is the cluster's data dir, named on the second line of its
+// pid file.
+func (c *KafkaCluster) clusterDir(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile(c.pidFile)
+	lines := strings.Split(string(b), "\n")
+	if err != nil || len(lines) < 2 || strings.TrimSpace(lines[1]) == "" {
+		t.Fatalf("testenv: no cluster dir in %s (%v)", c.pidFile, err)
+	}
+	return strings.TrimSpace(lines[1])
+}
+
+// clusterEnv reads the cluster's cluster.env (KEY=value lines, values
+// maybe quoted).
+func (c *KafkaCluster) clusterEnv(t testing.TB) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.clusterDir(t), "cluster.env"))
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	env := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			env[k] = strings.Trim(v, `"`)
+		}
+	}
+	return env
+}
+
+// NodeCgroup returns the cgroup v2 path (relative to the cgroup2 root)
+// that node n's JVM runs in, for DropFromCgroup; the cluster must have been
+// started with KafkaNodeCgroups.
+func (c *KafkaCluster) NodeCgroup(t testing.TB, n int) string {
+	t.Helper()
+	c.checkNode(t, n)
+	prefix := c.clusterEnv(t)["KC_CGROUP"]
+	if prefix == "" {
+		t.Fatal("testenv: the cluster's nodes have no cgroups; start it with KafkaNodeCgroups")
+	}
+	return prefix + "-node" + strconv.Itoa(n)
+}
+
+// NodePorts returns node n's broker (PLAINTEXT: clients and replication)
+// and controller ports.
+func (c *KafkaCluster) NodePorts(t testing.TB, n int) (broker, controller int) {
+	t.Helper()
+	c.checkNode(t, n)
+	env := c.clusterEnv(t)
+	bp, err1 := strconv.Atoi(strings.Fields(env["KC_PORTS"])[n-1])
+	cp, err2 := strconv.Atoi(strings.Fields(env["KC_CPORTS"])[n-1])
+	if err1 != nil || err2 != nil {
+		t.Fatalf("testenv: ports of node %d in cluster.env: %q, %q", n, env["KC_PORTS"], env["KC_CPORTS"])
+	}
+	return bp, cp
+}
+
+// NodePID returns the pid of node n's JVM, for pausing it with SIGSTOP.
+func (c *KafkaCluster) NodePID(t testing.TB, n int) int {
+	t.Helper()
+	c.checkNode(t, n)
+	props := filepath.Join(c.clusterDir(t), "node"+strconv.Itoa(n), "server.properties")
+	pid := jvmPID(props)
+	if pid == 0 {
+		t.Fatalf("testenv: no JVM runs %s", props)
+	}
+	return pid
+}
 
 // StopNode stops node n of a cluster cleanly (SIGTERM: a controlled
 // shutdown that moves its leaderships away first).

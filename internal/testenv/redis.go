@@ -221,3 +221,13 @@ func FreePort(t testing.TB) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// PID returns the pid of a local redis-server (CanRestart), for pausing it
+// with SIGSTOP; it fails t for any other kind.
+func (r *Redis) PID(t testing.TB) int {
+	t.Helper()
+	if !r.CanRestart() || r.cmd == nil {
+		t.Fatalf("testenv: no redis-server process of this test's (a %s Redis)", r.Kind)
+	}
+	return r.cmd.Process.Pid
+}

@@ -139,8 +139,8 @@ func (a *Auditor) TransactionalID() string {
 }
 
 // Run audits until ctx ends or a fatal error. A batch that fails for a
-// passing reason is aborted and retried with backoff; a fatal one (fenced,
-// not authorized, the audit topic missing, stdout closed) ends Run with an
+// passing reason is aborted and retried with backoff; a fatal one (not
+// authorized, the audit topic missing, stdout closed) ends Run with an
 // error wrapping ErrFatal or ErrMissingTopic. After ctx ends, Run finishes
 // or aborts the open transaction and leaves the group within the shutdown
 // timeout.

@@ -23,8 +23,8 @@ var (
 	ErrNoGroup, ErrNoInstance, ErrSameTopic = eos.ErrNoGroup, eos.ErrNoInstance, eos.ErrSameTopic
 )
 
-// Errors of a running auditor: Run ends with ErrFatal (fenced, not
-// authorized, stdout closed) or ErrMissingTopic (no audit topic and
+// Errors of a running auditor: Run ends with ErrFatal (not authorized,
+// stdout closed) or ErrMissingTopic (no audit topic and
 // CreateTopic off); Ready reports ErrCommitAborted (a produce failed) while
 // the batch is retried.
 var ErrFatal, ErrMissingTopic, ErrCommitAborted = eos.ErrFatal, eos.ErrMissingTopic, eos.ErrCommitAborted

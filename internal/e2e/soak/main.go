@@ -51,6 +51,19 @@ var faults = map[string]fault{
 	"broker-kill": {run: "^TestFaultBrokerRestart$/^killed$", env: []string{"FLAKESTREAM_FAULT_BROKER_KILL=1"},
 		what: "1 broker: SIGKILL and start"},
 	"broker-restart": {run: "^TestFaultBrokerRestart$/^clean$", what: "1 broker: SIGTERM and start"},
+	// Faults that hang (issue 19; docs/hang-faults.md).
+	"partition-broker": {run: "^TestFaultPartitionBroker$", what: "1 broker: the workers' listener dropped 12 s (iptables)"},
+	"partition-redis":  {run: "^TestFaultPartitionRedis$", what: "Redis's port dropped 15 s (iptables)"},
+	"pause-worker":     {run: "^TestFaultPauseWorker$", what: "2 workers: one SIGSTOPped 15 s, then resumed (a zombie)"},
+	"pause-broker":     {run: "^TestFaultPauseBroker$", what: "1 broker: its JVM SIGSTOPped 10 s"},
+	"pause-redis":      {run: "^TestFaultPauseRedis$", what: "Redis SIGSTOPped 10 s"},
+	"cluster-partition-txn-coordinator": {run: "^TestClusterFaultPartitionTxnCoordinator$",
+		what: "3 nodes: the workers cut off from the transaction coordinator's node 15 s (iptables)"},
+	"cluster-isolate-node": {run: "^TestClusterFaultIsolateNode$",
+		what: "3 nodes: the leader of most output partitions cut off from the other two 20 s (iptables, cgroups)"},
+	"nemesis": {run: "^TestNemesis$", what: "3 nodes, 3 workers, Redis: a random schedule of kills, pauses and partitions (-seed, -for)"},
+	"cluster-pause-txn-coordinator": {run: "^TestClusterFaultPauseTxnCoordinator$",
+		what: "3 nodes: the transaction coordinator's node SIGSTOPped 15 s"},
 }
 
 // result is the part of a faults.jsonl line that soak reads.
@@ -64,6 +77,9 @@ type result struct {
 	DurationS     float64 `json:"duration_s"`
 	WorkerExits   int     `json:"worker_exits"`
 	OK            bool    `json:"ok"`
+	Extra         struct {
+		Schedule []string `json:"schedule"` // the nemesis's
+	} `json:"extra"`
 }
 
 func main() {
@@ -78,6 +94,8 @@ type options struct {
 	name, scale, artifacts, workerArgs string
 	runs                               int
 	timeout                            time.Duration
+	seed                               uint64        // FLAKESTREAM_FAULT_SEED; 0: each run its own
+	nemesisFor                         time.Duration // how long the nemesis runs
 	list, verbose                      bool
 }
 
@@ -90,8 +108,18 @@ func parseFlags() options {
 	flag.DurationVar(&o.timeout, "run-timeout", 20*time.Minute, "bound of one run")
 	flag.BoolVar(&o.list, "list", false, "list the faults and exit")
 	flag.BoolVar(&o.verbose, "v", false, "print each run's test output")
+	flag.Uint64Var(&o.seed, "seed", 0, "FLAKESTREAM_FAULT_SEED for every run: repeats a run's fault times (the nemesis: its schedule); 0: random")
+	flag.DurationVar(&o.nemesisFor, "for", 10*time.Minute, "how long the nemesis runs (-fault nemesis)")
 	flag.StringVar(&o.workerArgs, "worker-args", "", "extra flags for every worker (FLAKESTREAM_E2E_WORKER_ARGS), e.g. to turn a feature off for a comparison")
 	flag.Parse()
+	runsSet := false
+	flag.Visit(func(f *flag.Flag) { runsSet = runsSet || f.Name == "runs" })
+	if o.name == "nemesis" {
+		if !runsSet {
+			o.runs = 1 // one schedule is a long run
+		}
+		o.timeout = max(o.timeout, o.nemesisFor+15*time.Minute)
+	}
 	return o
 }
 
@@ -107,6 +135,13 @@ func run() error {
 	}
 	if o.runs < 1 {
 		return fmt.Errorf("-runs %d: want at least 1", o.runs)
+	}
+	f.env = append([]string(nil), f.env...)
+	if o.seed != 0 {
+		f.env = append(f.env, fmt.Sprintf("FLAKESTREAM_FAULT_SEED=%d", o.seed))
+	}
+	if o.name == "nemesis" {
+		f.env = append(f.env, "FLAKESTREAM_NEMESIS_FOR="+o.nemesisFor.String())
 	}
 	root, err := moduleRoot()
 	if err != nil {
@@ -200,6 +235,9 @@ func (s *soak) runNumbered(ctx context.Context, i int, f fault, o options) (bool
 			r.Records, r.Lost, r.Duplicated, r.LongestStallS, r.WorkerExits, r.OK))
 		if err := appendJSONL(filepath.Join(s.art, "faults.jsonl"), r.raw()); err != nil {
 			return false, err
+		}
+		if len(r.Extra.Schedule) > 0 {
+			fmt.Printf("run %2d schedule:\n  %s\n", i, strings.Join(r.Extra.Schedule, "\n  "))
 		}
 	}
 	verdict := "EXACT"
