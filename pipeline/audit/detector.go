@@ -139,12 +139,12 @@ func newDetector(c detectorConfig) *detector {
 		c.now = time.Now
 	}
 	return &detector{
-		cfg:          c,
-		dups:         newDupWindow(c.layout, c.window, c.maxEntries),
-		orders:       newOrderWindow(c.layout, c.window, c.maxEntries),
-		last:         make(map[partKey]lastSeen),
-		staged:       make(map[int64]struct{}),
-		lastStaged:   make(map[partKey]lastSeen),
+		cfg:        c,
+		dups:       newDupWindow(c.layout, c.window, c.maxEntries),
+		orders:     newOrderWindow(c.layout, c.window, c.maxEntries),
+		last:       make(map[partKey]lastSeen),
+		staged:     make(map[int64]struct{}),
+		lastStaged: make(map[partKey]lastSeen),
 	}
 }
 
