@@ -69,7 +69,7 @@ func (cfg *auditConfig) command() *cli.Command {
 			[]cli.Flag{
 				numberFieldFlag(&cfg.numberField),
 				durationFlag(flagDupWindow, &cfg.dupWindow, audit.DefaultDupWindow, "a number seen again within this much number time is flagged duplicate, and an order seen again with another number renumbered"),
-				intFlag(flagDupMaxEntries, &cfg.dupMaxEntries, audit.DefaultDupMaxEntries, "numbers the duplicate window holds at most (about 6.4 to 10.7 bytes each); past it the oldest are dropped and the window is shorter"),
+				intFlag(flagDupMaxEntries, &cfg.dupMaxEntries, audit.DefaultDupMaxEntries, "numbers the duplicate window holds at most (about 6.4 to 10.7 bytes each), and orders the renumbered check holds (about 76 to 92 bytes each); past it the oldest are dropped and the window is shorter"),
 				durationFlag(flagMaxSkew, &cfg.maxSkew, audit.DefaultMaxSkew, "a number more than this ahead of the clock is flagged future"),
 				durationFlag(flagMaxLag, &cfg.maxLag, audit.DefaultMaxLag, "a record whose timestamp is further than this from its number's time is flagged lag (0 turns the check off)"),
 				stringFlag(flagAllowedServers, &cfg.allowedServers, "", "server IDs expected, comma-separated, ranges too (\"1,2,5-7\"); any other is flagged unknown_server (default: any)"),

@@ -125,9 +125,8 @@ type detector struct {
 	order           []int64
 	lastStaged      map[partKey]lastSeen
 	uncheckedStaged uint64
-	owm             int64 // the order window's watermark with the batch's orders
-	ordersStaged    map[uint64]orderEntry
-	orderNames      []uint64 // ordersStaged's keys, in the order staged
+	owm             int64         // the order window's watermark with the batch's orders
+	ordersStaged    []stagedOrder // staged in the order window's map, in order
 
 	// unchecked counts the committed numbers the dup check had to skip:
 	// older than the window behind the newest number, or beyond the clock's
@@ -140,13 +139,12 @@ func newDetector(c detectorConfig) *detector {
 		c.now = time.Now
 	}
 	return &detector{
-		cfg:          c,
-		dups:         newDupWindow(c.layout, c.window, c.maxEntries),
-		orders:       newOrderWindow(c.layout, c.window, c.maxEntries),
-		last:         make(map[partKey]lastSeen),
-		staged:       make(map[int64]struct{}),
-		lastStaged:   make(map[partKey]lastSeen),
-		ordersStaged: make(map[uint64]orderEntry),
+		cfg:        c,
+		dups:       newDupWindow(c.layout, c.window, c.maxEntries),
+		orders:     newOrderWindow(c.layout, c.window, c.maxEntries),
+		last:       make(map[partKey]lastSeen),
+		staged:     make(map[int64]struct{}),
+		lastStaged: make(map[partKey]lastSeen),
 	}
 }
 
@@ -173,9 +171,11 @@ func (d *detector) limitBucket(now int64) int64 {
 func (d *detector) abort() {
 	clear(d.staged)
 	clear(d.lastStaged)
-	clear(d.ordersStaged)
+	for _, s := range d.ordersStaged {
+		d.orders.unstage(s.hash)
+	}
+	d.ordersStaged = d.ordersStaged[:0]
 	d.order = d.order[:0]
-	d.orderNames = d.orderNames[:0]
 	d.uncheckedStaged = 0
 }
 
@@ -184,10 +184,10 @@ func (d *detector) commit() {
 	for _, id := range d.order {
 		d.dups.add(id, d.limit)
 	}
-	for _, h := range d.orderNames {
-		e := d.ordersStaged[h]
-		d.orders.insert(orderName{h, e.check}, e, d.limit)
+	for _, s := range d.ordersStaged {
+		d.orders.commitStaged(s.hash, s.id, d.limit)
 	}
+	d.ordersStaged = d.ordersStaged[:0]
 	for k, v := range d.lastStaged {
 		d.last[k] = v
 	}
@@ -261,6 +261,12 @@ func (d *detector) audit(r *kgo.Record) (rec codec.AuditRecord, set anomalies, s
 	return rec, set, false
 }
 
+// stagedOrder is an order the open batch staged in the order window.
+type stagedOrder struct {
+	hash uint64
+	id   int64
+}
+
 // firstCopy is where an order's first copy is, and its number.
 type firstCopy struct {
 	topic     string
@@ -290,11 +296,8 @@ func (d *detector) renumbered(r *kgo.Record, src string, id int64) (firstCopy, b
 	var renumbered bool
 	b := d.orders.bucketOf(id)
 	for _, name := range names[:n] {
-		e, taken := d.ordersStaged[name.hash]
-		seen := taken && e.check == name.check
-		if !taken {
-			e, seen, taken = d.orders.lookup(name)
-		}
+		// Staged orders of this batch are in the map too.
+		e, seen, taken := d.orders.lookup(name)
 		switch {
 		case seen && e.id != id && !renumbered:
 			p := d.orders.parts[e.part]
@@ -306,9 +309,8 @@ func (d *detector) renumbered(r *kgo.Record, src string, id int64) (firstCopy, b
 			// Another name with the same 64-bit hash holds the slot:
 			// this one goes unchecked (about entries/2^64 per record).
 		case d.orders.checkable(b, d.owm, d.limit):
-			d.ordersStaged[name.hash] = orderEntry{id: id, offset: r.Offset,
-				part: d.orders.part(partKey{r.Topic, r.Partition}), check: name.check}
-			d.orderNames = append(d.orderNames, name.hash)
+			d.orders.stage(name, orderEntry{id: id, offset: r.Offset, part: d.orders.part(partKey{r.Topic, r.Partition})})
+			d.ordersStaged = append(d.ordersStaged, stagedOrder{name.hash, id})
 			d.owm = max(d.owm, b)
 		}
 	}

@@ -460,6 +460,9 @@ func TestDetectorRenumberedAbortAndObserve(t *testing.T) {
 	d.begin()
 	d.audit(sourced(0, 0, x, "in/0/1"))
 	d.abort()
+	if len(d.orders.m) != 0 || d.orders.entries != 0 {
+		t.Fatalf("after an abort the order window holds %d (%d counted)", len(d.orders.m), d.orders.entries)
+	}
 	if got := auditAll(d, sourced(0, 0, y, "in/0/1")); got[0] != nil {
 		t.Fatalf("after an abort, the order was flagged %v", got[0])
 	}

@@ -118,13 +118,51 @@ func (w *orderWindow) add(n orderName, e orderEntry, limit int64) bool {
 	if _, taken := w.m[n.hash]; taken {
 		return false
 	}
-	return w.insert(n, e, limit)
+	e.check = n.check
+	if !w.place(w.bucketOf(e.id), limit) {
+		return false
+	}
+	w.m[n.hash] = e
+	w.list(n.hash, e.id)
+	return true
 }
 
-// insert is add for a name whose hash the caller knows is not taken (the
-// detector looked it up when it staged it): one map access fewer.
-func (w *orderWindow) insert(n orderName, e orderEntry, limit int64) bool {
-	b := w.bucketOf(e.id)
+// stage puts e in the map as the first copy of the order named n, whose
+// hash the caller has just found free, without counting it or listing it
+// in a bucket: records later in the same batch see it, and the batch's end
+// either keeps it (commitStaged) or takes it out again (unstage). Staged
+// in the map itself, an order costs one map access that misses the caches,
+// not two.
+func (w *orderWindow) stage(n orderName, e orderEntry) {
+	e.check = n.check
+	w.m[n.hash] = e
+}
+
+// unstage takes a staged order out again (its batch aborted).
+func (w *orderWindow) unstage(hash uint64) { delete(w.m, hash) }
+
+// commitStaged keeps a staged order: it is counted and listed in its
+// bucket, or, if its number is outside the window by now, taken out.
+func (w *orderWindow) commitStaged(hash uint64, id, limit int64) {
+	if !w.place(w.bucketOf(id), limit) {
+		delete(w.m, hash)
+		return
+	}
+	w.list(hash, id)
+}
+
+// list counts the entry of hash and lists it in the bucket of its number,
+// which place has made ready.
+func (w *orderWindow) list(hash uint64, id int64) {
+	bk := &w.ring[w.bucketOf(id)%w.n]
+	bk.names = append(bk.names, hash)
+	w.entries++
+}
+
+// place makes room for one more entry in bucket b: it reports false if b
+// is outside the window, else moves the watermark to it, empties a ring
+// slot that held an older bucket, and evicts the oldest bucket at the cap.
+func (w *orderWindow) place(b, limit int64) bool {
 	if b < 0 || !w.checkable(b, w.watermark, limit) {
 		return false
 	}
@@ -140,10 +178,6 @@ func (w *orderWindow) insert(n orderName, e orderEntry, limit int64) bool {
 		w.evictOldest(b)
 		bk.no = b // in case the oldest was this very bucket
 	}
-	e.check = n.check
-	w.m[n.hash] = e
-	bk.names = append(bk.names, n.hash)
-	w.entries++
 	return true
 }
 
