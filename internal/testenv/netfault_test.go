@@ -127,15 +127,7 @@ func procState(t *testing.T, pid int) string {
 func TestDropFromCgroup(t *testing.T) {
 	NeedNetFaults(t)
 	NeedCgroups(t)
-	root := ""
-	if b, err := os.ReadFile("/proc/mounts"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(l); len(f) > 2 && f[2] == "cgroup2" {
-				root = f[1]
-				break
-			}
-		}
-	}
+	root := cgroup2Root()
 	name := "flakestream-test-" + strconv.Itoa(os.Getpid())
 	if err := os.Mkdir(root+"/"+name, 0o755); err != nil {
 		t.Fatal(err)
