@@ -68,6 +68,7 @@ func TestClusterFaultPauseTxnCoordinator(t *testing.T) {
 // on loopback from the clients' packets to the same ports.
 func TestClusterFaultIsolateNode(t *testing.T) {
 	testenv.NeedNetFaults(t)
+	testenv.NeedCgroups(t)
 	e, r, flow := clusterBegin(t, 300000, 10000, "cluster: a node cut off from the other two 20 s",
 		"the node leading most output partitions isolated from the others (iptables, cgroups); clients reach all",
 		testenv.KafkaNodeCgroups())

@@ -93,6 +93,7 @@ func TestNemesis(t *testing.T) {
 		t.Fatalf("FLAKESTREAM_NEMESIS_FOR=%q: want a duration of a minute or more", v)
 	}
 	testenv.NeedNetFaults(t)
+	testenv.NeedCgroups(t)
 	e := newClusterEnv(t, 6, testenv.KafkaClientListener(), testenv.KafkaNodeCgroups())
 	if !e.Redis.CanRestart() {
 		testenv.Missing(t, "the nemesis pauses a redis-server it starts (unset REDIS_URL)")

@@ -232,3 +232,30 @@ func PauseFor(t testing.TB, what string, pid int, d time.Duration) {
 	time.Sleep(d)
 	resume()
 }
+
+// NeedCgroups skips t (fails it under CI=true) with a one-line reason when
+// no cgroup v2 hierarchy is mounted writable here, which
+// KafkaNodeCgroups and DropFromCgroup need.
+func NeedCgroups(t testing.TB) {
+	t.Helper()
+	root := cgroup2Root()
+	probe := root + "/flakestream-probe-" + strconv.Itoa(os.Getpid())
+	if root == "" || os.Mkdir(probe, 0o755) != nil {
+		Missing(t, "isolating a node needs a writable cgroup v2 hierarchy (iptables -m cgroup)")
+	}
+	_ = os.Remove(probe)
+}
+
+// cgroup2Root is where the cgroup v2 hierarchy is mounted ("" if nowhere).
+func cgroup2Root() string {
+	b, err := os.ReadFile("/proc/mounts")
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 2 && f[2] == "cgroup2" {
+			return f[1]
+		}
+	}
+	return ""
+}

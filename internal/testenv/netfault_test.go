@@ -126,18 +126,11 @@ func procState(t *testing.T, pid int) string {
 // shell in the cgroup cannot connect, the test itself still can.
 func TestDropFromCgroup(t *testing.T) {
 	NeedNetFaults(t)
-	root := ""
-	if b, err := os.ReadFile("/proc/mounts"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(l); len(f) > 2 && f[2] == "cgroup2" {
-				root = f[1]
-				break
-			}
-		}
-	}
+	NeedCgroups(t)
+	root := cgroup2Root()
 	name := "flakestream-test-" + strconv.Itoa(os.Getpid())
-	if root == "" || os.Mkdir(root+"/"+name, 0o755) != nil {
-		Missing(t, "no writable cgroup v2 hierarchy here")
+	if err := os.Mkdir(root+"/"+name, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.Remove(root + "/" + name) })
 	l, err := net.Listen("tcp", "127.0.0.1:0")
