@@ -332,9 +332,9 @@ func (r *run) crossCheck(rep verify.Report) {
 	if r.result.Extra == nil {
 		r.result.Extra = map[string]any{}
 	}
-	r.result.Extra["verify"] = c
-	if d := e2e.Disagreements(c, rep); len(d) > 0 {
-		r.t.Errorf("flakestream verify disagrees with the suite's accounting: %s", strings.Join(d, "; "))
+	r.result.Extra["verify"] = c.Counts
+	if d := e2e.Disagreements(c.Counts, rep); len(d) > 0 {
+		r.t.Errorf("flakestream verify disagrees with the suite's accounting: %s; its faults: %+v", strings.Join(d, "; "), c.Faults)
 		r.result.OK = false
 		return
 	}

@@ -102,43 +102,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		cfg.Readers = 1
 	}
 	start := time.Now()
-	admCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.KafkaOpts...)...)
-	if err != nil {
-		return Result{}, fmt.Errorf("verify: kafka client: %w", err)
-	}
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
-	var notes []string
-	if cfg.OptionalDLQ && cfg.DLQ != "" {
-		if td, err := adm.ListTopics(ctx, cfg.DLQ); err == nil && td[cfg.DLQ].Err != nil {
-			notes = append(notes, fmt.Sprintf("no dead-letter topic %s: dead letters are not counted", cfg.DLQ))
-			cfg.DLQ = ""
-		}
-	}
-	if err := checkTopics(ctx, adm, cfg.topics()); err != nil {
-		return Result{}, err
-	}
-	in, err := resolve(ctx, adm, cfg.Inputs, cfg.From, cfg.To)
+	in, out, compacted, notes, err := plan(ctx, &cfg)
 	if err != nil {
 		return Result{}, err
-	}
-	outTopics := []string{cfg.Output}
-	if cfg.DLQ != "" {
-		outTopics = append(outTopics, cfg.DLQ)
-	}
-	out, err := resolve(ctx, adm, outTopics, Bound{}, Bound{})
-	if err != nil {
-		return Result{}, err
-	}
-	compacted, err := compactedTopics(ctx, adm, cfg.Inputs)
-	if err != nil {
-		return Result{}, err
-	}
-	notes = append(append(notes, in.notes...), out.notes...)
-	for _, n := range notes {
-		if cfg.Log != nil {
-			cfg.Log.Info("verify: " + n)
-		}
 	}
 	if cfg.Planned != nil {
 		cfg.Planned(in.ranges)
@@ -170,6 +136,47 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res := Result{Report: l.Report(), Ranges: in.ranges, Notes: notes,
 		RecordsRead: r.records.Load(), Seconds: time.Since(start).Seconds()}
 	return res, nil
+}
+
+// plan resolves the ranges to read: the input's, the output's and the
+// DLQ's (a missing optional DLQ is left out of cfg, with a note), which
+// input topics are compacted, and the notes on what was clamped.
+func plan(ctx context.Context, cfg *Config) (in, out *resolved, compacted map[string]bool, notes []string, err error) {
+	admCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.KafkaOpts...)...)
+	if err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("verify: kafka client: %w", err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	if cfg.OptionalDLQ && cfg.DLQ != "" {
+		if td, err := adm.ListTopics(ctx, cfg.DLQ); err == nil && td[cfg.DLQ].Err != nil {
+			notes = append(notes, fmt.Sprintf("no dead-letter topic %s: dead letters are not counted", cfg.DLQ))
+			cfg.DLQ = ""
+		}
+	}
+	if err := checkTopics(ctx, adm, cfg.topics()); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if in, err = resolve(ctx, adm, cfg.Inputs, cfg.From, cfg.To); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	outTopics := []string{cfg.Output}
+	if cfg.DLQ != "" {
+		outTopics = append(outTopics, cfg.DLQ)
+	}
+	if out, err = resolve(ctx, adm, outTopics, Bound{}, Bound{}); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if compacted, err = compactedTopics(ctx, adm, cfg.Inputs); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	notes = append(append(notes, in.notes...), out.notes...)
+	for _, n := range notes {
+		if cfg.Log != nil {
+			cfg.Log.Info("verify: " + n)
+		}
+	}
+	return in, out, compacted, notes, nil
 }
 
 func (cfg *Config) validate() error {
@@ -305,7 +312,13 @@ func (r *reader) read(ctx context.Context, ranges []Range, each func(context.Con
 	}
 	opts := append([]kgo.Opt{kgo.SeedBrokers(r.cfg.Brokers...), kgo.ConsumePartitions(consume),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
-		kgo.FetchMaxBytes(2 << 20), kgo.FetchMaxPartitionBytes(1 << 20)}, r.cfg.KafkaOpts...)
+		// Small per-partition fetches bound the memory; the response limit
+		// is far above their sum, so that a response never fills in the
+		// middle of a partition: kfake then leaves that partition's
+		// aborted transactions out of the response, and a read_committed
+		// client shows their records (seen as renumbered copies on kfake
+		// with FetchMaxBytes 2 MiB; Apache Kafka lists them either way).
+		kgo.FetchMaxBytes(64 << 20), kgo.FetchMaxPartitionBytes(256 << 10)}, r.cfg.KafkaOpts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("verify: kafka client: %w", err)

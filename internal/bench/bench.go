@@ -126,32 +126,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.NumbersVsLimit = res.NumbersPerSec / float64(res.Limit)
 
-	var pt, wk []float64
-	for i := 0; i < cfg.Pairs; i++ {
-		cfg.Progress(fmt.Sprintf("pair %d/%d: passthrough", i+1, cfg.Pairs))
-		p, err := b.throughput(ctx, "passthrough", nil)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Progress(fmt.Sprintf("pair %d/%d: worker", i+1, cfg.Pairs))
-		g, err := cfg.NewNumberer()
-		if err != nil {
-			return nil, err
-		}
-		w, err := b.throughput(ctx, "worker", g)
-		if err != nil {
-			return nil, err
-		}
-		pt, wk = append(pt, p), append(wk, w)
-		res.Pairs = append(res.Pairs, Pair{Passthrough: p, Worker: w, Ratio: w / p})
+	if err := b.pairs(ctx, res); err != nil {
+		return nil, err
 	}
-	ratios := make([]float64, len(res.Pairs))
-	for i, p := range res.Pairs {
-		ratios[i] = p.Ratio
-	}
-	res.RecordsPerSec["passthrough"], res.RecordsPerSec["worker"] = median(pt), median(wk)
-	res.WorkerVsPassthrough = median(ratios)
-
 	if cfg.PairsOnly {
 		res.PeakRSSBytes = PeakRSS()
 		return res, nil
@@ -166,26 +143,68 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.WorkerVsPerRecord = res.RecordsPerSec["worker"] / res.RecordsPerSec["per_record"]
 
+	if err := b.latencies(ctx, res); err != nil {
+		return nil, err
+	}
+	half := res.Latency[len(res.Latency)-1]
+	res.LatencyRate, res.P50Ms, res.P99Ms = half.Rate, half.P50Ms, half.P99Ms
+	res.PeakRSSBytes = PeakRSS()
+	return res, nil
+}
+
+// pairs measures passthrough and worker interleaved cfg.Pairs times; the
+// ratio is the median of the pairwise ratios, since a shared machine drifts.
+func (b *runner) pairs(ctx context.Context, res *Result) error {
+	cfg := b.cfg
+	var pt, wk []float64
+	for i := 0; i < cfg.Pairs; i++ {
+		cfg.Progress(fmt.Sprintf("pair %d/%d: passthrough", i+1, cfg.Pairs))
+		p, err := b.throughput(ctx, "passthrough", nil)
+		if err != nil {
+			return err
+		}
+		cfg.Progress(fmt.Sprintf("pair %d/%d: worker", i+1, cfg.Pairs))
+		g, err := cfg.NewNumberer()
+		if err != nil {
+			return err
+		}
+		w, err := b.throughput(ctx, "worker", g)
+		if err != nil {
+			return err
+		}
+		pt, wk = append(pt, p), append(wk, w)
+		res.Pairs = append(res.Pairs, Pair{Passthrough: p, Worker: w, Ratio: w / p})
+	}
+	ratios := make([]float64, len(res.Pairs))
+	for i, p := range res.Pairs {
+		ratios[i] = p.Ratio
+	}
+	res.RecordsPerSec["passthrough"], res.RecordsPerSec["worker"] = median(pt), median(wk)
+	res.WorkerVsPassthrough = median(ratios)
+	return nil
+}
+
+// latencies measures the latency at cfg.LatencyRate (if set) and at half
+// the worker's throughput, in that order.
+func (b *runner) latencies(ctx context.Context, res *Result) error {
+	cfg := b.cfg
 	rates := []float64{res.RecordsPerSec["worker"] / 2}
 	if cfg.LatencyRate > 0 {
 		rates = []float64{cfg.LatencyRate, rates[0]}
 	}
 	for _, rate := range rates {
 		cfg.Progress(fmt.Sprintf("latency: end to end at %.0f records/s", rate))
-		g, err = cfg.NewNumberer()
+		g, err := cfg.NewNumberer()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		lat, err := b.latency(ctx, rate, g)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		res.Latency = append(res.Latency, lat)
 	}
-	half := res.Latency[len(res.Latency)-1]
-	res.LatencyRate, res.P50Ms, res.P99Ms = half.Rate, half.P50Ms, half.P99Ms
-	res.PeakRSSBytes = PeakRSS()
-	return res, nil
+	return nil
 }
 
 type runner struct {

@@ -19,7 +19,7 @@ import (
 // user would after the run, as a process of the binary, and returns its
 // counts. Exit 0 and 1 are reports (exact or not); anything else, or
 // output that is not its JSON, is an error.
-func (e *Env) VerifyProcess(t testing.TB, timeout time.Duration) (pverify.Counts, error) {
+func (e *Env) VerifyProcess(t testing.TB, timeout time.Duration) (pverify.Report, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -31,9 +31,9 @@ func (e *Env) VerifyProcess(t testing.TB, timeout time.Duration) (pverify.Counts
 	err := cmd.Run()
 	var ee *exec.ExitError
 	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
-		return pverify.Counts{}, fmt.Errorf("flakestream %s: %w: %s", strings.Join(args, " "), err, Tail(stderr.String(), 1000))
+		return pverify.Report{}, fmt.Errorf("flakestream %s: %w: %s", strings.Join(args, " "), err, Tail(stderr.String(), 1000))
 	}
-	var c pverify.Counts
+	var c pverify.Report
 	if err := json.Unmarshal(stdout.Bytes(), &c); err != nil {
 		return c, fmt.Errorf("flakestream verify printed %q: %w", Tail(stdout.String(), 500), err)
 	}
