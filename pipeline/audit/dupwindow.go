@@ -72,6 +72,34 @@ func newTimeRing(l idgen.Layout, window time.Duration) (timeRing, bool) {
 	return timeRing{shift: shift, timeShift: low, n: n, watermark: -1}, compact
 }
 
+// advanceWith moves the watermark to bucket b, calling drop with the ring
+// slot of each bucket that falls out of the window: at most the whole
+// ring, however far b jumps. The dup window and the order window share it.
+func (r *timeRing) advanceWith(b int64, drop func(slot int64)) {
+	from := max(r.watermark+1, b-r.n+1)
+	if r.watermark < 0 {
+		from = b
+	}
+	for nb := from; nb <= b; nb++ {
+		drop(nb % r.n)
+	}
+	r.watermark = b
+}
+
+// evictOldestWith offers evict the remembered buckets, oldest first, until
+// it drops one (it reports whether it did), and raises the floor past that
+// bucket unless it is the newest bucket (cur), which keeps filling.
+func (r *timeRing) evictOldestWith(cur int64, evict func(nb int64) bool) {
+	for nb := r.lowest(r.watermark); nb <= r.watermark; nb++ {
+		if evict(nb) {
+			if nb < cur {
+				r.floor = nb + 1
+			}
+			return
+		}
+	}
+}
+
 // bucket holds the numbers of bucket number no; only one of the sets is in
 // use, as the window is compact or not.
 type bucket struct {
@@ -164,16 +192,9 @@ func (w *dupWindow) add(id, limit int64) bool {
 }
 
 // advance moves the watermark to bucket b, dropping the buckets that fall
-// out of the window: at most the whole ring, however far b jumps.
+// out of the window.
 func (w *dupWindow) advance(b int64) {
-	from := max(w.watermark+1, b-w.n+1)
-	if w.watermark < 0 {
-		from = b
-	}
-	for nb := from; nb <= b; nb++ {
-		w.drop(&w.ring[nb%w.n])
-	}
-	w.watermark = b
+	w.advanceWith(b, func(slot int64) { w.drop(&w.ring[slot]) })
 }
 
 // drop empties a bucket and frees its memory: after a burst, a reused
@@ -184,21 +205,17 @@ func (w *dupWindow) drop(bk *bucket) {
 	bk.no = -1
 }
 
-// evictOldest drops the oldest non-empty bucket to make room, raising the
-// floor past it unless it is the newest bucket (cur), which keeps filling.
+// evictOldest drops the oldest non-empty bucket to make room.
 func (w *dupWindow) evictOldest(cur int64) {
-	for nb := w.lowest(w.watermark); nb <= w.watermark; nb++ {
+	w.evictOldestWith(cur, func(nb int64) bool {
 		bk := &w.ring[nb%w.n]
 		if bk.no != nb || bk.len() == 0 {
-			continue
+			return false
 		}
 		w.drop(bk)
 		w.evictions++
-		if nb < cur {
-			w.floor = nb + 1
-		}
-		return
-	}
+		return true
+	})
 }
 
 // effectiveMs is how much number time the window covers now: the window,

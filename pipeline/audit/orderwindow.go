@@ -184,14 +184,7 @@ func (w *orderWindow) place(b, limit int64) bool {
 // advance moves the watermark to bucket b, dropping the buckets that fall
 // out of the window.
 func (w *orderWindow) advance(b int64) {
-	from := max(w.watermark+1, b-w.n+1)
-	if w.watermark < 0 {
-		from = b
-	}
-	for nb := from; nb <= b; nb++ {
-		w.drop(&w.ring[nb%w.n])
-	}
-	w.watermark = b
+	w.advanceWith(b, func(slot int64) { w.drop(&w.ring[slot]) })
 }
 
 // drop deletes a bucket's entries and frees its list.
@@ -204,19 +197,15 @@ func (w *orderWindow) drop(bk *orderBucket) {
 	bk.no = -1
 }
 
-// evictOldest drops the oldest non-empty bucket to make room, raising the
-// floor past it unless it is the newest bucket (cur), which keeps filling.
+// evictOldest drops the oldest non-empty bucket to make room.
 func (w *orderWindow) evictOldest(cur int64) {
-	for nb := w.lowest(w.watermark); nb <= w.watermark; nb++ {
+	w.evictOldestWith(cur, func(nb int64) bool {
 		bk := &w.ring[nb%w.n]
 		if bk.no != nb || len(bk.names) == 0 {
-			continue
+			return false
 		}
 		w.drop(bk)
 		w.evictions++
-		if nb < cur {
-			w.floor = nb + 1
-		}
-		return
-	}
+		return true
+	})
 }
