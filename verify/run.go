@@ -424,7 +424,8 @@ func (r *reader) input(ctx context.Context, rec *kgo.Record) error {
 }
 
 // output feeds one output or DLQ record to the ledger. The record is
-// parsed outside the lock; only the ledger call holds it.
+// parsed outside the lock; only the ledger call holds it (apply, for the
+// rarer kinds of record).
 func (r *reader) output(ctx context.Context, rec *kgo.Record) error {
 	if rec.Attrs.IsControl() {
 		return nil
@@ -466,7 +467,12 @@ func (r *reader) output(ctx context.Context, rec *kgo.Record) error {
 			})
 		}
 	}
-	return apply(func(l *Ledger) { l.Output(src, at, n) })
+	// The common case takes the lock without a closure: it runs for every
+	// output record.
+	r.outMu.Lock()
+	r.l.Output(src, at, n)
+	r.outMu.Unlock()
+	return nil
 }
 
 // header returns the value of the last header named key, as the worker
