@@ -52,8 +52,7 @@ const MaxExamples = 10
 // may run concurrently (each partition's state is its own); the output
 // side is not safe for concurrent use.
 type Ledger struct {
-	parts  map[string][]*part // by topic, then partition (nil: not in range)
-	ranges []Range
+	parts map[string][]*part // by topic, then partition (nil: not in range)
 
 	in  inSide
 	out outSide
@@ -117,7 +116,7 @@ type Fault struct {
 // NewLedger returns a ledger for ranges. A range with To < From is
 // empty; a partition named twice keeps the last range.
 func NewLedger(ranges []Range) *Ledger {
-	l := &Ledger{parts: map[string][]*part{}, ranges: ranges}
+	l := &Ledger{parts: map[string][]*part{}}
 	for _, r := range ranges {
 		n := max(r.To-r.From, 0)
 		words := (n + 63) / 64
@@ -132,9 +131,6 @@ func NewLedger(ranges []Range) *Ledger {
 	}
 	return l
 }
-
-// Ranges returns the ranges the ledger covers.
-func (l *Ledger) Ranges() []Range { return l.ranges }
 
 // slot finds c's partition and index; ok is false outside every range.
 func (l *Ledger) slot(c Coord) (*part, int64, bool) {
