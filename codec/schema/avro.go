@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -343,25 +344,16 @@ func (p *recordPlan) appendNumber(dst []byte, id int64) []byte {
 			if asString {
 				br = p.strBranch
 			}
-			dst = appendLong(dst, int64(br))
+			dst = binary.AppendVarint(dst, int64(br))
 		}
 	}
 	if asString {
 		var buf [20]byte
 		digits := strconv.AppendInt(buf[:0], id, 10)
-		dst = appendLong(dst, int64(len(digits)))
+		dst = binary.AppendVarint(dst, int64(len(digits)))
 		return append(dst, digits...)
 	}
-	return appendLong(dst, id)
-}
-
-func appendLong(dst []byte, v int64) []byte {
-	u := uint64(v<<1) ^ uint64(v>>63)
-	for u >= 0x80 {
-		dst = append(dst, byte(u)|0x80)
-		u >>= 7
-	}
-	return append(dst, byte(u))
+	return binary.AppendVarint(dst, id)
 }
 
 // fieldValue reads top-level field name of the record's encoding payload,

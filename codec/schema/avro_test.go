@@ -308,7 +308,7 @@ func TestAvroTopLevelUnionOfRecords(t *testing.T) {
 	r := newRegistry(t)
 	in := r.register(t, "orders-value", sr.Schema{Schema: unionSchema})
 	f := newFormat(t, r, codec.ValueAvro, nil)
-	frame := func(payload ...byte) []byte { return append(appendHeader(nil, in), payload...) }
+	frame := func(payload ...byte) []byte { return append(appendFrame(nil, in, nil), payload...) }
 
 	// Branch 1, Order{sku:"A"}: the field is appended (splice).
 	order := frame(2, 2, 'A')
@@ -390,7 +390,7 @@ func TestAvroReferencesAreResolvedThroughTheRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := number(t, f, append(appendHeader(nil, in), payload...), 5)
+	out := number(t, f, append(appendFrame(nil, in, nil), payload...), 5)
 
 	id, _ := schemaID(out)
 	ss, err := f.Client().SchemaByID(ctx, id)

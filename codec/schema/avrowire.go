@@ -30,16 +30,17 @@ var stringSchema = avro.NewPrimitiveSchema(avro.String, nil)
 // maxAvroDepth bounds nesting, which recursive schemas let the data choose.
 const maxAvroDepth = 64
 
-// readLong reads a zig-zag varint long at b[i:].
+// readLong reads a long at b[i:]: Avro's zig-zag varint, which is
+// encoding/binary's Varint.
 func readLong(b []byte, i int) (int64, int, error) {
-	v, w := binary.Uvarint(b[i:])
+	v, w := binary.Varint(b[i:])
 	if w <= 0 {
 		if w == 0 {
 			return 0, i, errShort
 		}
 		return 0, i, errVarint
 	}
-	return int64(v>>1) ^ -int64(v&1), i + w, nil
+	return v, i + w, nil
 }
 
 // readLen reads a length that must fit in what is left of b.

@@ -81,7 +81,7 @@ func BenchmarkFormat(b *testing.B) {
 		items.Append(protoreflect.ValueOfMessage(im))
 	}
 	pb, _ := proto.Marshal(m)
-	protoVal := append(appendIndexes(appendHeader(nil, idProto), []int{1}), pb...)
+	protoVal := append(appendFrame(nil, idProto, []int{1}), pb...)
 
 	for _, bc := range []struct {
 		name  string
@@ -125,7 +125,7 @@ func BenchmarkFormat(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			_ = append(appendHeader(nil, 9), p...)
+			_ = append(appendFrame(nil, 9, nil), p...)
 		}
 	})
 }

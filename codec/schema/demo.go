@@ -2,6 +2,7 @@ package schema
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 
@@ -53,15 +54,17 @@ func RegisterDemoSchema(ctx context.Context, cl *sr.Client, format codec.ValueFo
 	return id, nil
 }
 
+// firstMessage is the message-index path of the demo's one message type.
+var firstMessage = []int{0}
+
 // AppendDemoOrder appends demo order i, framed for schema id (as returned
 // by RegisterDemoSchema for format), to dst. It does not allocate when dst
 // has room.
 func AppendDemoOrder(dst []byte, format codec.ValueFormat, id, i int, unixMs int64) []byte {
 	var num [20]byte
 	customer := append(append(num[:0], "c-"...), strconv.AppendInt(num[2:2], int64(90000+i%1000), 10)...)
-	dst = appendHeader(dst, id)
 	if format == codec.ValueProtobuf {
-		dst = append(dst, 0) // message index [0]
+		dst = appendFrame(dst, id, firstMessage)
 		dst = protowire.AppendTag(dst, 1, protowire.BytesType)
 		dst = protowire.AppendString(dst, "order_created")
 		dst = protowire.AppendTag(dst, 2, protowire.BytesType)
@@ -75,11 +78,12 @@ func AppendDemoOrder(dst []byte, format codec.ValueFormat, id, i int, unixMs int
 		dst = protowire.AppendTag(dst, 6, protowire.VarintType)
 		return protowire.AppendVarint(dst, uint64(unixMs))
 	}
-	str := func(dst []byte, s string) []byte { return append(appendLong(dst, int64(len(s))), s...) }
+	dst = appendFrame(dst, id, nil)
+	str := func(dst []byte, s string) []byte { return append(binary.AppendVarint(dst, int64(len(s))), s...) }
 	dst = str(dst, "order_created")
-	dst = append(appendLong(dst, int64(len(customer))), customer...)
+	dst = append(binary.AppendVarint(dst, int64(len(customer))), customer...)
 	dst = str(dst, "SKU-1029")
-	dst = appendLong(dst, int64(1+i%5))
+	dst = binary.AppendVarint(dst, int64(1+i%5))
 	dst = str(dst, "318.80")
-	return appendLong(dst, unixMs)
+	return binary.AppendVarint(dst, unixMs)
 }

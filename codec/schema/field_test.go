@@ -186,7 +186,7 @@ func TestUnknownIDIsRememberedForTheTTL(t *testing.T) {
 		s.UnknownTTL = time.Minute
 		s.Now = func() time.Time { return now }
 	})
-	value := append(appendHeader(nil, 1), 0)
+	value := append(appendFrame(nil, 1, nil), 0)
 	for range 5 {
 		if insp, _ := f.Inspect(ctx, value); insp.Class() != codec.ClassUnknownSchema {
 			t.Fatalf("class %q", insp.Class())

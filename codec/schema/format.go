@@ -27,7 +27,7 @@ func New(s Settings) (*Format, error) {
 		return nil, err
 	}
 	f := &Format{s: s}
-	f.c = cache{s: &f.s, byID: map[int]*entry{}, out: map[outKey]*outEntry{}, refs: map[string]sr.SubjectSchema{}}
+	f.c = cache{s: &f.s, unknown: map[int]unknown{}, out: map[outKey]int{}, refs: map[string]sr.SubjectSchema{}}
 	return f, nil
 }
 
@@ -62,8 +62,7 @@ func (f *Format) open(ctx context.Context, value []byte) (frame, *codec.InputErr
 	}
 	fr := frame{w: w, off: headerLen}
 	if w.proto != nil {
-		var idx [maxIndexDepth]int // on the stack: the path does not escape
-		_, off, bad := messageIndexes(value, headerLen, idx[:0])
+		_, off, bad := messageIndexes(value, headerLen)
 		if bad != nil {
 			return frame{}, bad, nil
 		}
@@ -153,7 +152,7 @@ func (f *Format) AppendNumbered(ctx context.Context, dst, value []byte, insp cod
 		if bad != nil {
 			return dst, fmt.Errorf("%w: %v", errNotInspected, bad)
 		}
-		dst = appendHeader(dst, outID)
+		dst = appendFrame(dst, outID, nil)
 		if rp.field < 0 {
 			dst = append(dst, payload...)
 			return rp.appendNumber(dst, id), nil
@@ -176,7 +175,7 @@ func (f *Format) AppendNumbered(ctx context.Context, dst, value []byte, insp cod
 	if err != nil {
 		return dst, err
 	}
-	dst = appendHeader(dst, outID)
+	dst = appendFrame(dst, outID, nil)
 	dst = append(dst, value[headerLen:]...) // message indexes and payload
 	return fr.msg.appendNumber(dst, id), nil
 }

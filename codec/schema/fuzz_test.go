@@ -33,17 +33,17 @@ func FuzzWireHeader(f *testing.F) {
 			}
 			return
 		}
-		if !bytes.Equal(appendHeader(nil, id), b[:headerLen]) {
+		if !bytes.Equal(appendFrame(nil, id, nil), b[:headerLen]) {
 			t.Fatalf("id %d does not write back to %x", id, b[:headerLen])
 		}
-		path, off, bad := messageIndexes(b, headerLen, nil)
+		path, off, bad := messageIndexes(b, headerLen)
 		if bad != nil {
 			return
 		}
 		if off > len(b) || len(path) == 0 {
 			t.Fatalf("off %d of %d, path %v", off, len(b), path)
 		}
-		again, _, bad := messageIndexes(appendIndexes(appendHeader(nil, id), path), headerLen, nil)
+		again, _, bad := messageIndexes(appendFrame(nil, id, path), headerLen)
 		if bad != nil || !slices.Equal(again, path) {
 			t.Fatalf("path %v reads back as %v (%v)", path, again, bad)
 		}
@@ -85,7 +85,7 @@ func FuzzAvro(f *testing.F) {
 			id = -(id + 1)
 		}
 		for sid, text := range writers {
-			value := append(appendHeader(nil, sid), payload...)
+			value := append(appendFrame(nil, sid, nil), payload...)
 			insp, err := fm.Inspect(ctx, value)
 			if err != nil {
 				t.Fatal(err)
@@ -153,7 +153,7 @@ func FuzzProtobuf(f *testing.F) {
 		if id < 0 {
 			id = -(id + 1)
 		}
-		value := append(appendIndexes(appendHeader(nil, pid), []int{1}), payload...)
+		value := append(appendFrame(nil, pid, []int{1}), payload...)
 		insp, err := fm.Inspect(ctx, value)
 		if err != nil {
 			t.Fatal(err)

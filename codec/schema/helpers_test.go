@@ -130,7 +130,7 @@ func avroValue(t testing.TB, id int, text string, v any) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append(appendHeader(nil, id), b...)
+	return append(appendFrame(nil, id, nil), b...)
 }
 
 // decodeOutput decodes a numbered value with the schema its header names,

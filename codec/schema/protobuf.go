@@ -136,7 +136,7 @@ func (p *protoPlan) message(raw []byte) *protoMsg {
 	if ok {
 		return m
 	}
-	path, _, _ := messageIndexes(raw, 0, nil)
+	path, _, _ := messageIndexes(raw, 0)
 	m = p.resolve(path)
 	p.mu.Lock()
 	p.msgs[string(raw)] = m

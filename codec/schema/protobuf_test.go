@@ -57,7 +57,7 @@ func protoValue(t testing.TB, id int, idx []int, msg proto.Message) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append(appendIndexes(appendHeader(nil, id), idx), b...)
+	return append(appendFrame(nil, id, idx), b...)
 }
 
 func orderMsg(fd protoreflect.FileDescriptor, name string) *dynamicpb.Message {
@@ -94,7 +94,7 @@ func TestProtobufAppendsTagAndValue(t *testing.T) {
 			if !bytes.Equal(out[headerLen:len(value)], value[headerLen:]) {
 				t.Fatalf("message bytes changed")
 			}
-			_, off, bad := messageIndexes(out, headerLen, nil)
+			_, off, bad := messageIndexes(out, headerLen)
 			if bad != nil {
 				t.Fatal(bad)
 			}
@@ -156,7 +156,7 @@ message OneOf { oneof id { string order_no = 1; string other = 2; } }`
 	id := r.register(t, "p-value", sr.Schema{Schema: text, Type: sr.TypeProtobuf})
 	f := newFormat(t, r, codec.ValueProtobuf, nil)
 	frame := func(idx int, payload ...byte) []byte {
-		return append(appendIndexes(appendHeader(nil, id), []int{idx}), payload...)
+		return append(appendFrame(nil, id, []int{idx}), payload...)
 	}
 	// optional: "" is present, and no number.
 	if insp, _ := f.Inspect(ctx, frame(0, 0x0a, 0)); insp.Class() != codec.ClassInvalidNumber {

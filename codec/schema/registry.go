@@ -13,6 +13,7 @@ import (
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/twmb/franz-go/pkg/sr"
+	"golang.org/x/sync/singleflight"
 )
 
 // RegistryError is a registry request that failed for a reason other than
@@ -111,13 +112,11 @@ type namedText struct {
 	sr.Schema
 }
 
-// entry is a cache slot: ready closes when w or bad is set.
-type entry struct {
-	ready   chan struct{}
-	w       *writer
-	bad     *codec.InputError // unknown or unusable schema
-	expires time.Time         // for bad: when to ask again
-	err     error             // not cached: the slot is removed
+// unknown is a schema ID the registry answered 404 for (or that does not
+// prepare): a negative cache slot, asked again after expires.
+type unknown struct {
+	bad     *codec.InputError
+	expires time.Time
 }
 
 type outKey struct {
@@ -125,14 +124,9 @@ type outKey struct {
 	subject string
 }
 
-type outEntry struct {
-	ready chan struct{}
-	id    int
-	err   error
-}
-
 // cache is the registry-facing half of a Format: schemas by ID and output
-// IDs by (input ID, subject), each fetched once however many goroutines ask.
+// IDs by (input ID, subject), each fetched once however many goroutines ask
+// (singleflight), unknown IDs remembered for Settings.UnknownTTL.
 type cache struct {
 	s *Settings
 
@@ -140,10 +134,13 @@ type cache struct {
 	// reads it without a lock.
 	fast atomic.Pointer[map[int]*writer]
 
-	mu   sync.Mutex
-	byID map[int]*entry
-	out  map[outKey]*outEntry
-	refs map[string]sr.SubjectSchema // "subject\x00version"
+	loads     singleflight.Group // by schema ID
+	registers singleflight.Group // by input ID and output subject
+
+	mu      sync.Mutex
+	unknown map[int]unknown
+	out     map[outKey]int
+	refs    map[string]sr.SubjectSchema // "subject\x00version"
 }
 
 // writer returns the prepared schema for id, fetching it on first use. It
@@ -156,56 +153,75 @@ func (c *cache) writer(ctx context.Context, id int) (*writer, *codec.InputError,
 		}
 	}
 	c.mu.Lock()
-	e, ok := c.byID[id]
-	if ok {
-		select {
-		case <-e.ready:
-			if e.bad != nil && !c.s.Now().Before(e.expires) {
-				ok = false // ask again
-			}
-		default:
-		}
-	}
-	if !ok {
-		e = &entry{ready: make(chan struct{})}
-		c.byID[id] = e
-		c.mu.Unlock()
-		e.w, e.bad, e.err = c.load(ctx, id)
-		if e.bad != nil {
-			e.expires = c.s.Now().Add(c.s.UnknownTTL)
-		}
-		c.mu.Lock()
-		switch {
-		case e.err != nil:
-			if c.byID[id] == e {
-				delete(c.byID, id)
-			}
-		case e.w != nil:
-			old := c.fast.Load()
-			m := make(map[int]*writer, 1)
-			if old != nil {
-				m = make(map[int]*writer, len(*old)+1)
-				maps.Copy(m, *old)
-			}
-			m[id] = e.w
-			c.fast.Store(&m)
-		}
-		c.mu.Unlock()
-		close(e.ready)
-		return e.w, e.bad, e.err
-	}
+	u, ok := c.unknown[id]
 	c.mu.Unlock()
-	select {
-	case <-e.ready:
-	case <-ctx.Done():
-		return nil, nil, ctx.Err()
+	if ok && c.s.Now().Before(u.expires) {
+		return nil, u.bad, nil
 	}
-	if e.err != nil {
-		// The loader's failure: ask ourselves rather than share it, as the
-		// loader's context may have been the one that ended.
-		return c.writer(ctx, id)
+	v, err := share(ctx, &c.loads, strconv.Itoa(id), func(ctx context.Context) (any, error) {
+		w, bad, err := c.load(ctx, id)
+		c.remember(id, w, bad)
+		return unknown{bad: bad}, err
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	return e.w, e.bad, nil
+	if bad := v.(unknown).bad; bad != nil {
+		return nil, bad, nil
+	}
+	m := c.fast.Load()
+	return (*m)[id], nil, nil
+}
+
+// remember caches a loaded writer (for good) or an unknown ID (for
+// UnknownTTL); a registry failure (both nil) is not cached.
+func (c *cache) remember(id int, w *writer, bad *codec.InputError) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case bad != nil:
+		c.unknown[id] = unknown{bad: bad, expires: c.s.Now().Add(c.s.UnknownTTL)}
+	case w != nil:
+		delete(c.unknown, id)
+		old := c.fast.Load()
+		m := make(map[int]*writer, 1)
+		if old != nil {
+			m = make(map[int]*writer, len(*old)+1)
+			maps.Copy(m, *old)
+		}
+		m[id] = w
+		c.fast.Store(&m)
+	}
+}
+
+// flight is what one shared call returned, and whether the context it ran
+// under had ended by then.
+type flight struct {
+	v        any
+	ctxEnded bool
+}
+
+// share runs fn once for every caller of key at the same time, each caller
+// waiting under its own ctx. When the call that ran failed after its own
+// context ended while ctx is still live, the caller asks again rather than
+// share a cancellation that was not its own.
+func share(ctx context.Context, g *singleflight.Group, key string, fn func(context.Context) (any, error)) (any, error) {
+	for {
+		ch := g.DoChan(key, func() (any, error) {
+			v, err := fn(ctx)
+			return flight{v: v, ctxEnded: ctx.Err() != nil}, err
+		})
+		select {
+		case r := <-ch:
+			f := r.Val.(flight)
+			if r.Err != nil && f.ctxEnded && ctx.Err() == nil {
+				continue
+			}
+			return f.v, r.Err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 func (c *cache) load(ctx context.Context, id int) (*writer, *codec.InputError, error) {
@@ -304,30 +320,24 @@ func (c *cache) outputID(ctx context.Context, w *writer, subject string, out sr.
 func (c *cache) registerOnce(ctx context.Context, w *writer, subject string, out sr.Schema) (int, error) {
 	k := outKey{w.id, subject}
 	c.mu.Lock()
-	e, ok := c.out[k]
-	if !ok {
-		e = &outEntry{ready: make(chan struct{})}
-		c.out[k] = e
-		c.mu.Unlock()
-		e.id, e.err = c.register(ctx, w.id, subject, out)
-		if e.err != nil {
+	id, ok := c.out[k]
+	c.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	v, err := share(ctx, &c.registers, strconv.Itoa(w.id)+"\x00"+subject, func(ctx context.Context) (any, error) {
+		id, err := c.register(ctx, w.id, subject, out)
+		if err == nil {
 			c.mu.Lock()
-			delete(c.out, k)
+			c.out[k] = id
 			c.mu.Unlock()
 		}
-		close(e.ready)
-		return e.id, e.err
+		return id, err
+	})
+	if err != nil {
+		return 0, err
 	}
-	c.mu.Unlock()
-	select {
-	case <-e.ready:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-	if e.err != nil {
-		return c.registerOnce(ctx, w, subject, out)
-	}
-	return e.id, nil
+	return v.(int), nil
 }
 
 func (c *cache) register(ctx context.Context, inputID int, subject string, out sr.Schema) (int, error) {
