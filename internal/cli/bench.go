@@ -12,14 +12,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/bench"
+	"github.com/flakestream/flakestream/internal/demo"
 	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/flakestream/flakestream/pipeline"
 	"github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/urfave/cli/v2"
 )
 
@@ -102,26 +101,28 @@ func (cfg *benchConfig) run(c *cli.Context) error {
 	if len(brokers) == 0 {
 		// The cleaner runs often so that topic retention bounds the
 		// embedded broker's memory during the run.
-		kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{"log.cleaner.backoff.ms": "50"}))
+		addrs, stop, err := demo.StartKafka(0, nil, map[string]string{"log.cleaner.backoff.ms": "50"})
 		if err != nil {
 			return err
 		}
-		defer kc.Close()
-		brokers, kafkaKind = kc.ListenAddrs(), "kfake (embedded)"
+		defer stop()
+		brokers, kafkaKind = addrs, "kfake (embedded)"
 	}
 	var rc redis.UniversalClient
 	redisKind := cfg.redis
 	if redisKind == "" {
-		mr, err := miniredis.Run()
+		c, stop, err := demo.StartRedis()
 		if err != nil {
 			return err
 		}
-		defer mr.Close()
-		rc, redisKind = redis.NewClient(&redis.Options{Addr: mr.Addr()}), "miniredis (embedded)"
-	} else if rc, _, err = idgen.NewRedisClient(redisKind); err != nil {
-		return err
+		defer stop()
+		rc, redisKind = c, "miniredis (embedded)"
+	} else {
+		if rc, _, err = idgen.NewRedisClient(redisKind); err != nil {
+			return err
+		}
+		defer rc.Close()
 	}
-	defer rc.Close()
 	if err := withTimeout(c.Context, 5*time.Second, func(ctx context.Context) error { return rc.Ping(ctx).Err() }); err != nil {
 		return fmt.Errorf("redis %s: %w", idgen.RedactURL(redisKind), err)
 	}
@@ -192,7 +193,7 @@ func (cfg *benchConfig) withFormat(ctx context.Context, bc *bench.Config, l idge
 	if err != nil {
 		return err
 	}
-	ev, err := demoEvents(ctx, f, "bench")
+	ev, err := demo.Events(ctx, f, "bench")
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}

@@ -7,14 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/internal/orders"
+	"github.com/flakestream/flakestream/internal/demo"
 	"github.com/flakestream/flakestream/internal/verify"
-	"github.com/flakestream/flakestream/pipeline"
-	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/flakestream/flakestream/pipeline/audit"
 	"github.com/urfave/cli/v2"
 )
 
@@ -84,252 +84,71 @@ func (cfg *demoConfig) run(c *cli.Context) error {
 	}
 	defer stopReg()
 	cfg.codec.format = codec.DefaultNumberFormat.String()
-	sum, err := runDemo(ctx, n, parts, log, cfg.demoFormat)
+	sum, err := demo.Run(ctx, n, parts, log, cfg.demoFormat)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 	if cfg.json {
-		b, _ := json.Marshal(sum.JSON)
+		b, _ := json.Marshal(sum.Counts)
 		fmt.Fprintf(c.App.Writer, "%s\n", b)
 	} else {
 		if regKind != "" {
 			fmt.Fprintf(c.App.Writer, "value format %s, schema registry %s\n", cfg.schema.valueFormat, regKind)
 		}
-		sum.print(c.App.Writer)
+		printSummary(c.App.Writer, sum)
 	}
-	if !sum.report.OK() {
-		return fmt.Errorf("demo: the output is not exactly once: %s", sum.report)
-	}
-	if sum.audit.flagged() > 0 {
-		return fmt.Errorf("demo: the audit flagged anomalies in clean data: %v", sum.audit.anomalies)
-	}
-	return nil
-}
-
-// demoJSON is the demo's --json output.
-type demoJSON struct {
-	In            int     `json:"in"`
-	Numbered      int     `json:"numbered"`
-	Passthrough   int     `json:"passthrough"`
-	DLQ           int     `json:"dlq"`
-	UniqueNumbers int     `json:"unique_numbers"`
-	Duplicates    int     `json:"duplicates"`
-	Lost          int     `json:"lost"`
-	RecordsPerSec float64 `json:"records_per_sec"`
-	// Audited counts the audit topic's records; Anomalies what the audit
-	// flagged, by kind, every kind present.
-	Audited   int              `json:"audited"`
-	Anomalies map[string]int64 `json:"anomalies"`
-}
-
-type demoSummary struct {
-	JSON    demoJSON
-	report  verify.Report
-	took    time.Duration
-	samples []*kgo.Record
-	layout  idgen.Layout
-	dlq     map[string]int
-	audit   *demoAudit
+	return demoResult("demo", sum)
 }
 
 // demoFormat is the Format the demo numbers with: JSON through cd, or the
 // --value-format through the registry, with cd's rules.
 func (cfg *demoConfig) demoFormat(cd *codec.Codec, l idgen.Layout, output string) (codec.Format, error) {
-	cfg.codec.maxBytes = 64 << 10
+	cfg.codec.maxBytes = demo.MaxBytes
 	return cfg.codec.valueFormat(&cfg.schema, cd, l, output)
 }
 
-// runDemo runs the demo; format returns the value format the worker
-// numbers with.
-func runDemo(ctx context.Context, n int, parts int32, log *slog.Logger,
-	format func(cd *codec.Codec, l idgen.Layout, output string) (codec.Format, error)) (*demoSummary, error) {
-	const input, output, dlqTopic = "orders", "orders.numbered", "orders.dlq"
-	emb, err := startEmbedded(parts, []string{input, output, dlqTopic}, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer emb.close()
-	brokers, gen, cd := emb.brokers, emb.gen, emb.cd
-
-	vf, err := format(cd, gen.Layout(), output)
-	if err != nil {
-		return nil, err
-	}
-	events, err := demoEvents(ctx, vf, input)
-	if err != nil {
-		return nil, err
-	}
-	inputs, err := produceDemoOrders(ctx, brokers, input, parts, n, gen.Layout(), events)
-	if err != nil {
-		return nil, err
-	}
-
-	took, err := runDemoWorker(ctx, n, append(demoWorkerOptions(brokers, input, output, dlqTopic, gen, cd, log), pipeline.Format(vf)))
-	if err != nil {
-		return nil, err
-	}
-	// The audit runs after the worker, so that the worker's figure above
-	// is its own.
-	audit, err := startDemoAudit(ctx, brokers, output, gen.Layout(), log)
-	if err != nil {
-		return nil, err
-	}
-
-	out, err := verify.ReadCommitted(ctx, brokers, output)
-	if err != nil {
-		return nil, err
-	}
-	dl, err := verify.ReadCommitted(ctx, brokers, dlqTopic)
-	if err != nil {
-		return nil, err
-	}
-	rep := verify.CheckFormat(ctx, vf, inputs, out, dl)
-	if err := audit.finish(ctx, brokers, len(out)); err != nil {
-		return nil, err
-	}
-	sum := newDemoSummary(rep, took, gen.Layout(), audit, out, dl)
-	sum.JSON.RecordsPerSec = float64(n) / took.Seconds()
-	return sum, nil
-}
-
-// newDemoSummary is the summary of a demo run from its accounting (rep),
-// its audit, and the output and dead letters it read back.
-func newDemoSummary(rep verify.Report, took time.Duration, l idgen.Layout, audit *demoAudit, out, dl []*kgo.Record) *demoSummary {
-	sum := &demoSummary{report: rep, took: took, layout: l, dlq: map[string]int{}, audit: audit}
-	sum.JSON = demoJSON{
-		In: rep.In, Numbered: rep.Numbered, Passthrough: rep.Passthrough, DLQ: rep.DLQ,
-		UniqueNumbers: rep.Unique, Duplicates: rep.Numbered + rep.Passthrough - rep.Unique, Lost: rep.Lost,
-		Audited: audit.audited, Anomalies: audit.anomalies,
-	}
-	for _, d := range dl {
-		class, _ := verify.Header(d, codec.HeaderErrorClass)
-		sum.dlq[class]++
-	}
-	for i := 0; i < len(out) && len(sum.samples) < 3; i += len(out)/3 + 1 {
-		sum.samples = append(sum.samples, out[i])
-	}
-	return sum
-}
-
-// runDemoWorker runs a worker with opts until it has read all n orders,
-// then stops it, and returns how long the n took.
-func runDemoWorker(ctx context.Context, n int, opts []pipeline.Opt) (time.Duration, error) {
-	w, err := pipeline.NewWorker(opts...)
-	if err != nil {
-		return 0, err
-	}
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan error, 1)
-	start := time.Now()
-	go func() { done <- w.Run(wctx) }()
-	for w.Stats().In < int64(n) {
-		select {
-		case err := <-done:
-			return 0, fmt.Errorf("worker stopped early: %v", err)
-		case <-ctx.Done():
-			return 0, fmt.Errorf("worker numbered %d of %d orders before the timeout", w.Stats().In, n)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	took := time.Since(start)
-	stop()
-	if err := <-done; err != nil {
-		return 0, err
-	}
-	return took, nil
-}
-
-// produceDemoOrders writes the demo's n orders to input and returns them.
-// events, if set, makes the orders (Avro or Protobuf, see demoRecords)
-// instead of the JSON mix.
-func produceDemoOrders(ctx context.Context, brokers []string, input string, parts int32, n int, l idgen.Layout, events func(int) []byte) ([]*kgo.Record, error) {
-	// The orders: one in a thousand malformed (every dead-letter class in
-	// turn), two in a thousand already numbered.
-	// The numbered ones carry numbers an earlier run (server 2) issued a
-	// minute before, and come first in their partitions (see numberedFirst):
-	// clean data, which the audit finds clean.
-	earlier, err := l.Compose(time.Now().Add(-time.Minute).UnixMilli(), 2, 1, 0)
-	if err != nil {
-		return nil, err
-	}
-	mix := orders.Mix{BadPerMille: 1, NumberedPerMille: 2}
-	var inputs []*kgo.Record
-	if events != nil {
-		inputs = demoRecords(input, parts, n, events)
-	} else {
-		inputs = numberedFirst(orders.Records(input, parts, n, mix, 200, earlier), mix)
-	}
-	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		return nil, err
-	}
-	for i := 0; i < len(inputs); i += 10000 {
-		if err := prod.ProduceSync(ctx, inputs[i:min(i+10000, len(inputs))]...).FirstErr(); err != nil {
-			prod.Close()
-			return nil, fmt.Errorf("produce orders: %w", err)
-		}
-	}
-	prod.Close()
-	return inputs, nil
-}
-
-// demoWorkerGroup is the group of the demo's worker.
-const demoWorkerGroup = "flakestream-demo"
-
-// demoRecords are the demo's n Avro or Protobuf orders over parts
-// partitions, one in a thousand bad, each of the registry's dead-letter
-// classes in turn: not framed (a JSON value), an unknown schema ID, a
-// payload cut short (undecodable).
-func demoRecords(topic string, parts int32, n int, events func(int) []byte) []*kgo.Record {
-	recs := make([]*kgo.Record, n)
-	for i := range recs {
-		v := events(i)
-		if i%1000 == 999 {
-			switch (i / 1000) % 3 {
-			case 0:
-				v = []byte(`{"event":"order_created"}`)
-			case 1:
-				v = append([]byte{0, 0x7f, 0xff, 0xff, 0xfe}, v[5:]...)
-			case 2:
-				v = v[:len(v)-3]
-			}
-		}
-		recs[i] = &kgo.Record{Topic: topic, Partition: int32(i) % parts, Key: []byte(fmt.Sprintf("order-%d", i)), Value: v}
-	}
-	return recs
-}
-
-// demoWorkerOptions are the options of the demo's worker: the one place
-// the demo builds them.
-func demoWorkerOptions(brokers []string, input, output, dlq string, gen *idgen.Generator, cd *codec.Codec, log *slog.Logger) []pipeline.Opt {
-	return []pipeline.Opt{pipeline.Brokers(brokers...), pipeline.InputTopics(input), pipeline.OutputTopic(output),
-		pipeline.DLQTopic(dlq), pipeline.Group(demoWorkerGroup), pipeline.InstanceID("demo"),
-		pipeline.Numbers(gen), pipeline.Codec(cd), pipeline.Logger(log)}
-}
-
-func (s *demoSummary) print(w io.Writer) {
-	j := s.JSON
+// printSummary prints what a demo found.
+func printSummary(w io.Writer, s *demo.Summary) {
+	j := s.Counts
 	fmt.Fprintf(w, "flakestream demo: %d orders numbered in %s (%.0f records/s) on in-process Kafka (kfake) and Redis (miniredis)\n\n",
-		j.In, s.took.Round(time.Millisecond), j.RecordsPerSec)
+		j.In, s.Took.Round(time.Millisecond), j.RecordsPerSec)
 	fmt.Fprintf(w, "  in           %7d\n  numbered     %7d\n  passthrough  %7d  (already carried a valid number)\n  dead-lettered%7d  %v\n",
-		j.In, j.Numbered, j.Passthrough, j.DLQ, s.dlq)
+		j.In, j.Numbered, j.Passthrough, j.DLQ, s.DeadLetters)
 	fmt.Fprintf(w, "  unique numbers %5d, duplicates %d, lost %d: ", j.UniqueNumbers, j.Duplicates, j.Lost)
-	if s.report.OK() {
+	if s.Report.OK() {
 		fmt.Fprintln(w, "exactly once, byte for byte, per-partition order kept")
 	} else {
-		fmt.Fprintf(w, "NOT exactly once: %s\n", s.report)
+		fmt.Fprintf(w, "NOT exactly once: %s\n", s.Report)
 	}
-	fmt.Fprintf(w, "\nsome numbered orders, decoded (layout %s):\n", s.layout)
-	for _, r := range s.samples {
+	fmt.Fprintf(w, "\nsome numbered orders, decoded (layout %s):\n", s.Layout)
+	for _, r := range s.Samples {
 		num, _ := verify.Header(r, codec.HeaderNumber)
 		id, _ := idgen.ParseID(num)
-		p, _ := s.layout.Decompose(id)
+		p, _ := s.Layout.Decompose(id)
 		fmt.Fprintf(w, "  %s\n    -> %s\n", trim(r.Value, 110), decoded(p).AppendJSON(nil))
 	}
-	s.audit.print(w)
+	var kinds []string
+	for _, k := range audit.AnomalyKinds() {
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, s.Anomalies[k]))
+	}
+	fmt.Fprintf(w, "\naudit: %d numbered records audited exactly once into %s\n  anomalies: %s\n", s.Audited, s.AuditTopic, strings.Join(kinds, ", "))
+	fmt.Fprintln(w, "some audit records (JSON lines, as on the audit topic):")
+	for _, a := range s.AuditSamples {
+		fmt.Fprintf(w, "  %s\n", a)
+	}
 }
 
+// demoResult is the exit of a demo: an error when it was not exactly
+// once or its audit flagged anything in clean data.
+func demoResult(what string, s *demo.Summary) error {
+	if !s.Report.OK() {
+		return fmt.Errorf("%s: the output is not exactly once: %s", what, s.Report)
+	}
+	if s.Flagged() > 0 {
+		return fmt.Errorf("%s: the audit flagged anomalies in clean data: %v", what, s.Anomalies)
+	}
+	return nil
+}
 func trim(b []byte, n int) string {
 	if len(b) > 0 && b[0] != '{' {
 		// Avro or Protobuf: the bytes, quoted, so the terminal shows text.

@@ -1,14 +1,12 @@
 package cli
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"net/url"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/codec/schema"
@@ -135,25 +133,6 @@ func (sc *schemaConfig) embeddedRegistry() (kind string, stop func(), err error)
 	r := srfake.New()
 	sc.url = r.URL()
 	return "srfake (embedded) " + r.URL(), r.Close, nil
-}
-
-// demoEvents registers the demo order schema of the Format's value format
-// under "<input topic>-value" and returns a maker of demo order i, framed
-// with its ID, stamped now. For JSON it returns nil: the callers' own JSON
-// events stand.
-func demoEvents(ctx context.Context, f codec.Format, input string) (func(i int) []byte, error) {
-	sf, ok := f.(*schema.Format)
-	if !ok {
-		return nil, nil
-	}
-	id, err := schema.RegisterDemoSchema(ctx, sf.Client(), sf.Name(), input+"-value")
-	if err != nil {
-		return nil, err
-	}
-	vf := sf.Name()
-	return func(i int) []byte {
-		return schema.AppendDemoOrder(nil, vf, id, i, time.Now().UnixMilli())
-	}, nil
 }
 
 // redactURL drops passwords from a (comma-separated) registry URL for a

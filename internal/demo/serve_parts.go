@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -261,6 +261,13 @@ func newServeTrimmer(fol *serveFollower, input, output, dlq, auditTopic string) 
 		deleted: map[string]map[int32]int64{}}
 }
 
+// trimWithin trims, bounded by d.
+func (t *serveTrimmer) trimWithin(ctx context.Context, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return t.trim(ctx)
+}
+
 // trim deletes what was read, and counts a failure (memory then grows
 // until a later trim succeeds).
 func (t *serveTrimmer) trim(ctx context.Context) error {
@@ -289,11 +296,11 @@ func (t *serveTrimmer) deleteRead(ctx context.Context) error {
 		})
 		return m, nil
 	}
-	worker, err := committed(demoWorkerGroup, t.input)
+	worker, err := committed(workerGroup, t.input)
 	if err != nil {
 		return err
 	}
-	auditor, err := committed(demoAuditGroup, t.output)
+	auditor, err := committed(auditGroup, t.output)
 	if err != nil {
 		return err
 	}
