@@ -1,8 +1,3 @@
-// Package pipeline is the enrichment worker: it consumes unnumbered order
-// events, numbers them with idgen through codec, and produces them, exactly
-// once, as a step of the eos loop (internal/eos). The audit consumer
-// (pipeline/audit) and bounded replays (pipeline/replay) are products of
-// their own; idgen and codec know nothing of Kafka.
 package pipeline
 
 import (

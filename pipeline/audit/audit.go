@@ -1,9 +1,3 @@
-// Package audit is the audit side consumer: it reads the numbered topics,
-// decodes every number into a codec.AuditRecord, flags anomalies (a
-// detector with a bounded duplicate window, caught up on every newly
-// assigned partition), writes the audit records to the audit topic (a step
-// of the eos loop, exactly once) or stdout (at least once), and serves the
-// live page and its metrics.
 package audit
 
 import (

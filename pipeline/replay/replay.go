@@ -1,6 +1,3 @@
-// Package replay runs bounded, resumable replays: the worker over an offset
-// range of one input topic, in a consumer group of its own, ending once
-// every partition has reached its bound.
 package replay
 
 import (

@@ -1,0 +1,20 @@
+// Package pipeline is the enrichment worker: it consumes unnumbered order
+// events, gives each a number from an idgen Numberer through a codec.Format
+// (JSON, or Avro and Protobuf through codec/schema), and produces the
+// numbered events, dead letters included, exactly once: every poll batch is
+// one Kafka transaction of a franz-go GroupTransactSession, with the input
+// offsets committed in it.
+//
+// It holds the Worker and its options, the idempotency store's wiring
+// (Idempotency, KeySpec), the worker's metrics and its HTTP endpoints
+// (Serve: /metrics, /healthz, /readyz). A service that embeds the numbering
+// builds an idgen.Generator, passes it with Numbers, and calls Run; see the
+// example.
+//
+// What it does not hold: the numbers themselves (idgen: layouts, the Redis
+// sequencer), the byte-level codecs (codec, codec/schema), the exactly-once
+// loop it is a step of (internal/eos, shared with the audit), the audit
+// consumer (pipeline/audit), bounded replays (pipeline/replay), and the
+// reconciliation of input against output (verify). It has no flags: the
+// command line is internal/cli.
+package pipeline
