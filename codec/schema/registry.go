@@ -39,11 +39,7 @@ func (e *RegistryError) Error() string {
 	if e.StatusCode != 0 {
 		s += ": HTTP " + strconv.Itoa(e.StatusCode)
 	}
-	s += ": " + e.Err.Error()
-	if !e.Retryable() {
-		s += " (check --schema-registry and its credentials)"
-	}
-	return s
+	return s + ": " + e.Err.Error()
 }
 
 // Unwrap returns codec.ErrUnavailable when retryable, and the cause.
@@ -265,7 +261,7 @@ func (c *cache) load(ctx context.Context, id int) (*writer, *codec.InputError, e
 
 func wrongType(id int, got, want sr.SchemaType) *codec.InputError {
 	return &codec.InputError{Class: codec.ClassUnknownSchema, Offset: 1,
-		Msg: fmt.Sprintf("schema id %d is %s, want %s (see --value-format)", id, got, want)}
+		Msg: fmt.Sprintf("schema id %d is %s, want %s (the configured value format)", id, got, want)}
 }
 
 // maxRefDepth bounds reference chains (the registry forbids cycles, but a

@@ -165,7 +165,7 @@ func (s *Settings) validate() error {
 // newClient builds the registry client from URL, credentials and TLS.
 func (s *Settings) newClient() (*sr.Client, error) {
 	if s.URL == "" {
-		return nil, fmt.Errorf("schema: --schema-registry URL is required for --value-format %s: %w", s.Format, codec.ErrInvalidConfig)
+		return nil, fmt.Errorf("schema: a registry URL is required for value format %s: %w", s.Format, codec.ErrInvalidConfig)
 	}
 	var urls []string
 	user, pass := s.Username, s.Password

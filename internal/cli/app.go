@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/flakestream/flakestream/codec/schema"
+	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/urfave/cli/v2"
 )
 
@@ -57,8 +59,23 @@ func Run(ctx context.Context, app *cli.App, args []string) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintf(app.ErrWriter, "flakestream: %v\n", err)
+	fmt.Fprintf(app.ErrWriter, "flakestream: %v%s\n", err, hint(err))
 	return ExitCode(err)
+}
+
+// hint is what the user can do about err, in the flags' words, or "": the
+// packages below the CLI say what failed, the CLI says which flag fixes it.
+func hint(err error) string {
+	switch {
+	case errors.Is(err, eos.ErrMissingTopic):
+		return " (create it, or pass --" + flagCreateTopics + ")"
+	case errors.Is(err, eos.ErrListTopics):
+		return " (check --" + flagBrokers + ", the TLS and SASL settings, and that the brokers are up)"
+	}
+	if re, ok := errors.AsType[*schema.RegistryError](err); ok && !re.Retryable() {
+		return " (check --" + flagSchemaRegistry + " and its credentials)"
+	}
+	return ""
 }
 
 // ExitCode is the exit code for err: 0 for nil, the code an exit error

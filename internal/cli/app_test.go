@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flakestream/flakestream/codec/schema"
 	"github.com/flakestream/flakestream/internal/e2e"
+	"github.com/flakestream/flakestream/internal/eos"
 )
 
 // runApp runs flakestream in-process, as main does but without exiting:
@@ -195,5 +198,24 @@ func (b *background) stop(timeout time.Duration) (int, error) {
 		return code, nil
 	case <-time.After(timeout):
 		return -1, fmt.Errorf("flakestream did not return within %s of its context's end:\n%s", timeout, e2e.Tail(b.stderr.String(), 2000))
+	}
+}
+
+// The packages below the CLI name no flags; Run adds the flag that fixes
+// an error, found with errors.Is and errors.As however deep it is wrapped.
+func TestHint(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("audit: %w", fmt.Errorf("%w: orders.audit", eos.ErrMissingTopic)), " (create it, or pass --create-topics)"},
+		{fmt.Errorf("%w: %w: %w", eos.ErrFatal, eos.ErrListTopics, errors.New("dial tcp: refused")), " (check --brokers, the TLS and SASL settings, and that the brokers are up)"},
+		{fmt.Errorf("number: %w", &schema.RegistryError{Op: "fetch schema id 7", StatusCode: 401, Err: errors.New("unauthorized")}), " (check --schema-registry and its credentials)"},
+		{&schema.RegistryError{Op: "fetch schema id 7", StatusCode: 503, Err: errors.New("unavailable")}, ""}, // retried, not the flags' fault
+		{fmt.Errorf("%w: not authorized", eos.ErrFatal), ""},
+	} {
+		if got := hint(c.err); got != c.want {
+			t.Errorf("hint(%v) = %q, want %q", c.err, got, c.want)
+		}
 	}
 }

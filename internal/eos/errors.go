@@ -25,6 +25,10 @@ var (
 	// ErrMissingTopic: a topic the step produces to does not exist and
 	// may not be created. Fatal.
 	ErrMissingTopic = errors.New("pipeline: topic does not exist")
+	// ErrListTopics: the brokers did not answer a topic listing at the
+	// start of a session, after retries (wrong addresses, TLS or SASL
+	// settings, or the brokers are down). Fatal.
+	ErrListTopics = errors.New("list topics")
 	// ErrFatal: retrying cannot help (not authorized, a closed output);
 	// Run returns it. The cause is wrapped too, so errors.Is(err,
 	// kerr.TopicAuthorizationFailed) holds for the caller.

@@ -53,11 +53,6 @@ type Assigner interface {
 	Assigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32)
 }
 
-// Revoker is a Step that wants to hear of revoked partitions.
-type Revoker interface {
-	Revoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32)
-}
-
 // Loop runs a Step, exactly once (or at least once, by Config.Mode).
 type Loop struct {
 	cfg  Config
@@ -78,9 +73,6 @@ func New(cfg Config, step Step, m Metrics) (*Loop, error) {
 	}
 	return &Loop{cfg: cfg, step: step, m: m}, nil
 }
-
-// Config returns the validated configuration, defaults filled in.
-func (l *Loop) Config() *Config { return &l.cfg }
 
 // Ready reports nil once the loop has joined its group and its last batch
 // did not fail, or why not.
@@ -104,15 +96,19 @@ func (l *Loop) Counts() (committed, aborted int64) { return l.committed.Load(), 
 // After ctx ends, Run finishes or aborts the open transaction and leaves
 // the group within the shutdown timeout.
 func (l *Loop) Run(ctx context.Context) error {
-	what := l.cfg.Name + " batch failed; retrying"
-	if l.cfg.Mode == Transactional {
-		what = l.cfg.Name + " batch aborted; its records will be processed again"
+	what, session := l.cfg.Name+" batch aborted; its records will be processed again", l.transactional
+	if l.cfg.Mode == AtLeastOnce {
+		what, session = l.cfg.Name+" batch failed; retrying", l.atLeastOnce
 	}
 	r := &retry{min: l.cfg.BackoffMin, max: l.cfg.BackoffMax, cur: l.cfg.BackoffMin,
 		log: l.cfg.Logger, last: &l.lastErr, what: what}
 	return r.sessions(ctx, func() error {
 		l.joined.Store(false)
-		return l.session(ctx, r)
+		err := session(ctx, r)
+		if errors.Is(err, errStopped) {
+			return nil
+		}
+		return err
 	})
 }
 
@@ -123,31 +119,45 @@ type Session struct {
 	loop   *Loop
 }
 
-// session runs one Kafka client until ctx ends, a fatal error, a reached
-// bound, or an error that needs a new client (errRestartSession).
-func (l *Loop) session(ctx context.Context, r *retry) error {
-	s, txn, err := l.newSession()
-	if err != nil {
-		return err
-	}
-	defer l.close(s.Client, txn)
+// errStopped ends a session that ctx stopped before it began polling.
+var errStopped = errors.New("eos: stopped before the first poll")
+
+// start begins a session on cl: the step's Start, then (until ctx ends)
+// the lag gauge. It returns the partitions the step produces to.
+func (l *Loop) start(ctx context.Context, cl *kgo.Client) (map[string][]int32, error) {
+	s := &Session{Client: cl, Admin: kadm.NewClient(cl), loop: l}
 	produceTo, err := l.step.Start(ctx, s)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil // stopped while waiting for the brokers: not a failure
+			return nil, errStopped // stopped while waiting for the brokers: not a failure
 		}
-		return err
+		return nil, err
 	}
 	if l.m.Lag != nil {
-		lagCtx, stopLag := context.WithCancel(ctx)
-		defer stopLag()
-		go trackLag(lagCtx, s.Admin, l.cfg.Group, l.m.Lag, l.cfg.LagEvery, l.cfg.Logger)
+		go trackLag(ctx, s.Admin, l.cfg.Group, l.m.Lag, l.cfg.LagEvery, l.cfg.Logger)
+	}
+	return produceTo, nil
+}
+
+// transactional runs one Transactional session: a GroupTransactSession
+// whose every batch is one transaction, until ctx ends, a fatal error, a
+// reached bound, or an error that needs a new client (errRestartSession).
+func (l *Loop) transactional(ctx context.Context, r *retry) error {
+	ctx, end := context.WithCancel(ctx) // ends the lag gauge with the session
+	defer end()
+	txn, err := kgo.NewGroupTransactSession(l.kafkaOpts(l.transactionalOpts())...)
+	if err != nil {
+		return fmt.Errorf("%w: kafka client: %w", ErrFatal, err)
+	}
+	defer l.closeTransactional(txn)
+	cl := txn.Client()
+	produceTo, err := l.start(ctx, cl)
+	if err != nil {
+		return err
 	}
 	guardParts := guardPartitions(produceTo)
-	if txn != nil {
-		if err := l.guardAtStart(ctx, s.Client, guardParts); err != nil {
-			return err
-		}
+	if err := l.guardAtStart(ctx, cl, guardParts); err != nil {
+		return err
 	}
 	guard := false // due again after every transaction that did not commit
 	for {
@@ -157,7 +167,7 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 			// would hold the next poll on UNSTABLE_OFFSET_COMMIT for
 			// good, and one on an output partition must be gone before
 			// the next produce. Nothing is polled while it fails.
-			if err := l.cfg.BeforeProduce(ctx, s.Client, guardParts); err != nil {
+			if err := l.cfg.BeforeProduce(ctx, cl, guardParts); err != nil {
 				if stop, err := r.after(ctx, fmt.Errorf("orphaned-transaction guard: %w", err)); stop {
 					return err
 				}
@@ -166,10 +176,7 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 			guard = false
 		}
 		pollStart := time.Now()
-		fetches := s.Client.PollRecords(ctx, l.cfg.MaxPollRecords)
-		if txn != nil {
-			fetches = l.topUp(ctx, s.Client, fetches)
-		}
+		fetches := l.topUp(ctx, cl, cl.PollRecords(ctx, l.cfg.MaxPollRecords))
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			// Nothing of this poll was produced: its records stay
 			// uncommitted and are read again by whoever owns them next.
@@ -178,31 +185,62 @@ func (l *Loop) session(ctx context.Context, r *retry) error {
 		err := l.fetchErrors(fetches)
 		polled := fetches.NumRecords() // markers included: trim drops them
 		if err == nil && polled > 0 {
-			if txn != nil {
-				var committed bool
-				committed, err = l.transact(ctx, txn, fetches, txnTimes{pollStart: pollStart, pollEnd: time.Now()})
-				guard = !committed && l.cfg.BeforeProduce != nil
-			} else {
-				err = l.handleThenCommit(ctx, s.Client, fetches)
-			}
+			var committed bool
+			committed, err = l.transact(ctx, txn, fetches, txnTimes{pollStart: pollStart, pollEnd: time.Now()})
+			guard = !committed && l.cfg.BeforeProduce != nil
 		}
-		if txn == nil {
-			s.Client.AllowRebalance()
-		}
-		if err == nil && polled == 0 {
-			continue // an empty poll neither clears a failure nor resets the backoff
-		}
-		if errors.Is(err, errRestartSession) {
-			return err
-		}
-		if err == nil && polled > 0 && l.boundReached(s.Client) {
-			l.cfg.Logger.Info("bounded run complete")
-			return nil
-		}
-		if stop, err := r.after(ctx, err); stop {
+		if stop, err := l.next(ctx, r, cl, polled, err); stop {
 			return err
 		}
 	}
+}
+
+// atLeastOnce runs one AtLeastOnce session: a plain group client that
+// commits a batch's offsets once the step has handled it, until ctx ends,
+// a fatal error or a reached bound.
+func (l *Loop) atLeastOnce(ctx context.Context, r *retry) error {
+	ctx, end := context.WithCancel(ctx) // ends the lag gauge with the session
+	defer end()
+	// No rebalance between a poll and the commit after it: records are
+	// only read again after a crash or a failed commit.
+	cl, err := kgo.NewClient(l.kafkaOpts([]kgo.Opt{kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll()})...)
+	if err != nil {
+		return fmt.Errorf("%w: kafka client: %w", ErrFatal, err)
+	}
+	defer l.closeAtLeastOnce(cl)
+	if _, err := l.start(ctx, cl); err != nil {
+		return err
+	}
+	for {
+		fetches := cl.PollRecords(ctx, l.cfg.MaxPollRecords)
+		if ctx.Err() != nil || fetches.IsClientClosed() {
+			return nil // nothing of this poll was committed: it is read again
+		}
+		err := l.fetchErrors(fetches)
+		polled := fetches.NumRecords()
+		if err == nil && polled > 0 {
+			err = l.handleThenCommit(ctx, cl, fetches)
+		}
+		cl.AllowRebalance()
+		if stop, err := l.next(ctx, r, cl, polled, err); stop {
+			return err
+		}
+	}
+}
+
+// next decides, after a poll of polled records whose batch ended with err,
+// whether the session goes on (stop false) or returns ret.
+func (l *Loop) next(ctx context.Context, r *retry, cl *kgo.Client, polled int, err error) (stop bool, ret error) {
+	switch {
+	case err == nil && polled == 0:
+		return false, nil // an empty poll neither clears a failure nor resets the backoff
+	case errors.Is(err, errRestartSession):
+		return true, err
+	case err == nil && l.boundReached(cl):
+		l.cfg.Logger.Info("bounded run complete")
+		return true, nil
+	}
+	return r.after(ctx, err)
 }
 
 // guardAtStart runs the orphaned-transaction guard first in a session,
@@ -256,28 +294,9 @@ func guardPartitions(produceTo map[string][]int32) map[string][]int32 {
 	return parts
 }
 
-// newSession makes the session's client: a GroupTransactSession in
-// Transactional mode (txn non-nil), else a plain client.
-func (l *Loop) newSession() (*Session, *kgo.GroupTransactSession, error) {
-	s := &Session{loop: l}
-	var txn *kgo.GroupTransactSession
-	var err error
-	if l.cfg.Mode == Transactional {
-		if txn, err = kgo.NewGroupTransactSession(l.kafkaOpts()...); err == nil {
-			s.Client = txn.Client()
-		}
-	} else {
-		s.Client, err = kgo.NewClient(l.kafkaOpts()...)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: kafka client: %w", ErrFatal, err)
-	}
-	s.Admin = kadm.NewClient(s.Client)
-	return s, txn, nil
-}
-
-// kafkaOpts are the client options: the loop's, the step's, the user's.
-func (l *Loop) kafkaOpts() []kgo.Opt {
+// kafkaOpts are the client options: the loop's, the mode's, the step's,
+// the user's.
+func (l *Loop) kafkaOpts(mode []kgo.Opt) []kgo.Opt {
 	c := &l.cfg
 	reset := kgo.NewOffset().AtStart()
 	if c.StartAtEnd {
@@ -303,28 +322,26 @@ func (l *Loop) kafkaOpts() []kgo.Opt {
 		// refresh, which it would otherwise do at most every 5 s.
 		kgo.MetadataMinAge(250 * time.Millisecond),
 	}
-	if rv, ok := l.step.(Revoker); ok {
-		opts = append(opts, kgo.OnPartitionsRevoked(rv.Revoked))
-	}
-	if c.Mode == Transactional {
-		opts = append(opts, kgo.TransactionalID(c.TransactionalID), kgo.TransactionTimeout(c.TransactionTimeout),
-			kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	} else {
-		// No rebalance between a poll and the commit after it: records are
-		// only read again after a crash or a failed commit.
-		opts = append(opts, kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())
-	}
+	opts = append(opts, mode...)
 	if c.Static {
 		opts = append(opts, kgo.InstanceID(c.InstanceID))
-	}
-	if l.m.Phases != nil && c.Mode == Transactional {
-		opts = append(opts, kgo.WithHooks(&l.clock))
 	}
 	if c.Registerer != nil {
 		opts = append(opts, kgo.WithHooks(kprom.NewMetrics(c.MetricsNamespace, kprom.Registerer(c.Registerer))))
 	}
 	opts = append(opts, c.ClientOpts...)
 	return append(opts, c.KafkaOpts...)
+}
+
+// transactionalOpts are the options of a Transactional session's client.
+func (l *Loop) transactionalOpts() []kgo.Opt {
+	c := &l.cfg
+	opts := []kgo.Opt{kgo.TransactionalID(c.TransactionalID), kgo.TransactionTimeout(c.TransactionTimeout),
+		kgo.RecordPartitioner(kgo.ManualPartitioner())}
+	if l.m.Phases != nil {
+		opts = append(opts, kgo.WithHooks(&l.clock))
+	}
+	return opts
 }
 
 func (l *Loop) assigned(ctx context.Context, cl *kgo.Client, parts map[string][]int32) {
@@ -351,30 +368,38 @@ func (l *Loop) fetchErrors(fetches kgo.Fetches) error {
 	return nil
 }
 
-// close leaves the group and closes the client within the shutdown bound.
-// Every batch has ended its transaction (or committed its offsets) by now,
-// so leaving hands the partitions over at once instead of after a session
-// timeout.
-func (l *Loop) close(cl *kgo.Client, txn *kgo.GroupTransactSession) {
-	timeout := l.cfg.ShutdownTimeout
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if txn == nil {
-			// A poll blocks rebalances until AllowRebalance; closing
-			// must allow them too, or leaving the group waits for a
-			// poll that never comes.
-			cl.CloseAllowingRebalance()
-			return
-		}
+// closeTransactional leaves the group and closes a Transactional
+// session's client within the shutdown bound. Every batch has ended its
+// transaction by now, so leaving hands the partitions over at once instead
+// of after a session timeout.
+func (l *Loop) closeTransactional(txn *kgo.GroupTransactSession) {
+	l.closeWithin(func() {
 		// A session given up on after a failed EndTxn may still hold
 		// records it keeps retrying; they must never reach a broker after
 		// the next session has fenced this one's transaction, so they are
 		// failed (and in-flight requests awaited) before the client goes.
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		_ = cl.AbortBufferedRecords(ctx)
+		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.ShutdownTimeout)
+		_ = txn.Client().AbortBufferedRecords(ctx)
 		cancel()
 		txn.Close()
+	})
+}
+
+// closeAtLeastOnce leaves the group and closes an AtLeastOnce session's
+// client within the shutdown bound. A poll blocks rebalances until
+// AllowRebalance; closing must allow them too, or leaving the group waits
+// for a poll that never comes.
+func (l *Loop) closeAtLeastOnce(cl *kgo.Client) {
+	l.closeWithin(cl.CloseAllowingRebalance)
+}
+
+// closeWithin runs closeFn, giving up on it after the shutdown timeout.
+func (l *Loop) closeWithin(closeFn func()) {
+	timeout := l.cfg.ShutdownTimeout
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		closeFn()
 	}()
 	select {
 	case <-done:

@@ -96,7 +96,7 @@ func (s *Session) CheckTopics(ctx context.Context, create bool, outputs ...strin
 			continue
 		}
 		if !create {
-			return Topics{}, fmt.Errorf("%w: %s (create it, or pass --create-topics)", ErrMissingTopic, t)
+			return Topics{}, fmt.Errorf("%w: %s", ErrMissingTopic, t)
 		}
 		n := max(res.MaxIn, 1)
 		if _, err := s.Admin.CreateTopic(ctx, n, -1, nil, t); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
@@ -124,7 +124,7 @@ func (s *Session) listTopics(ctx context.Context, topics []string) (kadm.TopicDe
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: list topics: %w (check --brokers, the TLS and SASL settings, and that the brokers are up)", ErrFatal, err)
+		return nil, fmt.Errorf("%w: %w: %w", ErrFatal, ErrListTopics, err)
 	}
 	return details, nil
 }
@@ -152,9 +152,6 @@ func notReady(details kadm.TopicDetails, t string) string {
 	}
 	return ""
 }
-
-// Logger returns the loop's logger.
-func (s *Session) Logger() *slog.Logger { return s.loop.cfg.Logger }
 
 // trackLag refreshes the lag gauge from the group's committed offsets and
 // the partitions' end offsets until ctx ends. The loop commits the offsets

@@ -90,7 +90,7 @@ func TestMissingOutputAfterTopicWaitIsErrMissingTopic(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	err = l.Run(ctx)
-	if !errors.Is(err, ErrMissingTopic) || err.Error() != "pipeline: topic does not exist: out (create it, or pass --create-topics)" {
+	if !errors.Is(err, ErrMissingTopic) || err.Error() != "pipeline: topic does not exist: out" {
 		t.Fatalf("Run = %v, want ErrMissingTopic for out", err)
 	}
 	if !strings.Contains(logs.String(), `msg="waiting for topic" topic=out reason="does not exist"`) {

@@ -53,7 +53,7 @@ func (l *Loop) transact(ctx context.Context, sess *kgo.GroupTransactSession, fet
 			if _, aerr := sess.End(endCtx, kgo.TryAbort); aerr != nil {
 				l.cfg.Logger.Error("abort transaction", "err", aerr)
 			}
-			l.countAbort()
+			l.abort(true)
 			return false, err
 		}
 	}
@@ -66,14 +66,14 @@ func (l *Loop) transact(ctx context.Context, sess *kgo.GroupTransactSession, fet
 	times.flushEnd = time.Now()
 	committed, err := sess.End(endCtx, tx.promise.Err() == nil)
 	times.end = time.Now()
-	if err != nil {
-		if data {
-			l.step.Aborted()
-		}
+	switch {
+	case err != nil:
+		// Unknown on the broker; the next session fences it, so it never
+		// commits.
+		l.abort(data)
 		return false, txnError("end transaction", l.cfg.TransactionalID, err)
-	}
-	if !committed {
-		l.countAbort()
+	case !committed:
+		l.abort(data)
 		if perr := tx.promise.Err(); perr != nil {
 			if errors.Is(perr, kerr.ProducerFenced) {
 				// The client's producer ID is dead: only a new
@@ -102,7 +102,7 @@ func (l *Loop) handleThenCommit(ctx context.Context, cl *kgo.Client, fetches kgo
 	all := fetches.Records() // markers included, so their offsets are committed
 	if l.trim(fetches) {
 		if err := l.step.Process(ctx, nil, fetches); err != nil {
-			l.step.Aborted()
+			l.abort(true)
 			return err
 		}
 		l.countCommit()
@@ -123,12 +123,17 @@ func (l *Loop) countCommit() {
 	}
 }
 
-func (l *Loop) countAbort() {
+// abort is the one way a batch that did not commit ends, whatever failed
+// (the step, a produce, EndTxn, a rebalance; in AtLeastOnce mode the
+// step): it is counted once, and the step, if it saw the batch, is told.
+func (l *Loop) abort(stepSaw bool) {
 	l.aborted.Add(1)
 	if l.m.Transactions != nil {
 		l.m.Transactions.WithLabelValues("aborted").Inc()
 	}
-	l.step.Aborted()
+	if stepSaw {
+		l.step.Aborted()
+	}
 }
 
 // trim drops, in place, what the step must not see: transaction markers
