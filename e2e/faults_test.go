@@ -149,7 +149,7 @@ func TestFaultBrokerRestart(t *testing.T) {
 // since the orphaned-transaction guard (issue 11, --orphan-guard) is in the
 // worker: without it, on Kafka 4.4.0 (transactions v2) a broker killed with
 // SIGKILL can lose the ABORT marker of the transaction it was in, so the
-// next commit exposes aborted records (duplicates); see the README.
+// next commit exposes aborted records (duplicates); see docs/fault-results.md.
 const brokerKillByDefault = true
 
 // brokerKillEnabled reports whether the killed subtest runs:
@@ -168,7 +168,7 @@ func brokerKillEnabled() bool {
 func testBrokerRestart(t *testing.T, kill bool) {
 	if kill && !brokerKillEnabled() {
 		t.Skip("set FLAKESTREAM_FAULT_BROKER_KILL=1: on Kafka 4.4.0 (transactions v2) a broker killed with SIGKILL can lose the ABORT " +
-			"marker of the transaction it was in, so the next commit exposes aborted records (duplicates); see the README")
+			"marker of the transaction it was in, so the next commit exposes aborted records (duplicates); see docs/fault-results.md")
 	}
 	e := newEnv(t, 4, true)
 	keepEvidence(t, e)
