@@ -1,7 +1,7 @@
 // Command flakestream numbers e-commerce orders in a Kafka stream with
 // reversible 64-bit snowflake numbers, exactly once, and audits them.
 //
-// See README.md for the commands, their flags and the guarantees; the
+// See README.md for the commands and the guarantee, docs/ for the rest; the
 // command line itself is internal/cli.
 package main
 

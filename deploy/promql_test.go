@@ -18,8 +18,9 @@ import (
 const (
 	rulesPath     = "prometheus/flakestream-rules.yml"
 	dashboardPath = "grafana/flakestream.json"
-	readmeOpsPath = "../README.md"
-	runbookBase   = "https://github.com/flakestream/flakestream#"
+	runbooksPath  = "../docs/runbooks.md"
+	alertsPath    = "../docs/operations.md"
+	runbookBase   = "https://github.com/flakestream/flakestream/blob/main/docs/runbooks.md#"
 )
 
 // prometheusMade are series Prometheus makes itself, not an exporter.
@@ -189,15 +190,20 @@ func TestQueriesParse(t *testing.T) {
 }
 
 // TestAlertsAreDocumented checks what every alert carries: a severity, a
-// summary, and a runbook link to a section of the README, with that
-// section's GitHub anchor, and a row in the README's alert table.
+// summary, a runbook link to its section of docs/runbooks.md (that
+// section's GitHub anchor), and a row in the alert table of
+// docs/operations.md.
 func TestAlertsAreDocumented(t *testing.T) {
-	doc, err := os.ReadFile(readmeOpsPath)
+	runbooks, err := os.ReadFile(runbooksPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := os.ReadFile(alertsPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	anchors := map[string]bool{}
-	for _, h := range regexp.MustCompile(`(?m)^#+ +(.+)$`).FindAllStringSubmatch(string(doc), -1) {
+	for _, h := range regexp.MustCompile(`(?m)^#+ +(.+)$`).FindAllStringSubmatch(string(runbooks), -1) {
 		anchors[githubAnchor(h[1])] = true
 	}
 	alerts := 0
@@ -219,10 +225,10 @@ func TestAlertsAreDocumented(t *testing.T) {
 			t.Errorf("%s: runbook %q, want %q", r.Alert, got, want)
 		}
 		if !anchors["runbook-"+strings.ToLower(r.Alert)] {
-			t.Errorf("%s: %s has no heading \"Runbook: %s\"", r.Alert, readmeOpsPath, r.Alert)
+			t.Errorf("%s: %s has no heading \"Runbook: %s\"", r.Alert, runbooksPath, r.Alert)
 		}
-		if !strings.Contains(string(doc), "[`"+r.Alert+"`]") {
-			t.Errorf("%s: not in the alert table of %s", r.Alert, readmeOpsPath)
+		if !strings.Contains(string(table), "[`"+r.Alert+"`](runbooks.md#runbook-"+strings.ToLower(r.Alert)+")") {
+			t.Errorf("%s: not in the alert table of %s, linked to its runbook", r.Alert, alertsPath)
 		}
 	}
 	if alerts == 0 {
@@ -245,8 +251,8 @@ func githubAnchor(h string) string {
 	return b.String()
 }
 
-// TestDashboardPanels checks that the dashboard has the panels the
-// Operations section promises, and that every panel reads the data source
+// TestDashboardPanels checks that the dashboard has the panels that
+// docs/operations.md promises, and that every panel reads the data source
 // variable (so that it works with any Prometheus data source).
 func TestDashboardPanels(t *testing.T) {
 	d, panels := loadDashboard(t)

@@ -42,23 +42,33 @@ func TestFaultNone(t *testing.T) {
 // static membership it also takes its partitions back at once; with
 // dynamic membership the group first waits for the dead member's session
 // (--session-timeout 6s) to expire.
+//
+// The lanes row kills a worker of two lanes (--lanes 2): two group members
+// and two transactional IDs die at once, and both come back with the
+// restart.
 func TestFaultCrashes(t *testing.T) {
-	t.Run("static", func(t *testing.T) { testCrashes(t, true) })
-	t.Run("dynamic", func(t *testing.T) { testCrashes(t, false) })
+	t.Run("static", func(t *testing.T) { testCrashes(t, true, 1) })
+	t.Run("dynamic", func(t *testing.T) { testCrashes(t, false, 1) })
+	t.Run("lanes", func(t *testing.T) { testCrashes(t, true, 2) })
 }
 
-func testCrashes(t *testing.T, static bool) {
+func testCrashes(t *testing.T, static bool, lanes int) {
 	e := newEnv(t, 4, false)
 	n := scaled(e, 500000)
 	rate := streamRate(e)
-	args := []string{"--max-poll-records", "5000", "--session-timeout", "6s"}
+	args := []string{"--max-poll-records", "5000", "--session-timeout", "6s", "--lanes", fmt.Sprint(lanes)}
 	mode := "--static-membership"
 	if static {
 		args = append(args, "--static-membership")
 	} else {
 		mode = "dynamic membership"
 	}
-	r := begin(t, e, "crash: SIGKILL x3, restart ("+mode+")", "1 worker, 4 partitions", args...)
+	setup := "1 worker, 4 partitions"
+	if lanes > 1 {
+		mode += fmt.Sprintf(", --lanes %d", lanes)
+		setup = fmt.Sprintf("1 worker of %d lanes, 4 partitions", lanes)
+	}
+	r := begin(t, e, "crash: SIGKILL x3, restart ("+mode+")", setup, args...)
 	r.p.start("crashy")
 	r.stream(e2e.StreamConfig{Records: n, Rate: rate, Mix: orders.Mix{BadPerMille: 2, NumberedPerMille: 2}})
 	flow := time.Duration(float64(n) / float64(rate) * float64(time.Second))
@@ -149,7 +159,7 @@ func TestFaultBrokerRestart(t *testing.T) {
 // since the orphaned-transaction guard (issue 11, --orphan-guard) is in the
 // worker: without it, on Kafka 4.4.0 (transactions v2) a broker killed with
 // SIGKILL can lose the ABORT marker of the transaction it was in, so the
-// next commit exposes aborted records (duplicates); see the README.
+// next commit exposes aborted records (duplicates); see docs/fault-results.md.
 const brokerKillByDefault = true
 
 // brokerKillEnabled reports whether the killed subtest runs:
@@ -168,7 +178,7 @@ func brokerKillEnabled() bool {
 func testBrokerRestart(t *testing.T, kill bool) {
 	if kill && !brokerKillEnabled() {
 		t.Skip("set FLAKESTREAM_FAULT_BROKER_KILL=1: on Kafka 4.4.0 (transactions v2) a broker killed with SIGKILL can lose the ABORT " +
-			"marker of the transaction it was in, so the next commit exposes aborted records (duplicates); see the README")
+			"marker of the transaction it was in, so the next commit exposes aborted records (duplicates); see docs/fault-results.md")
 	}
 	e := newEnv(t, 4, true)
 	keepEvidence(t, e)

@@ -66,6 +66,7 @@ type cfg struct {
 	parallelism   int
 	idem          *Idempotency
 	prefetchAge   time.Duration
+	noLag         bool // a lane other than the first: the group's lag is lane 0's
 }
 
 func defaultCfg() cfg {

@@ -50,7 +50,11 @@ func NewWorker(opts ...Opt) (*Worker, error) {
 	}
 	w := &Worker{cfg: c, m: newWorkerMetrics(c.eos.Registerer), log: c.eos.Logger}
 	var err error
-	w.loop, err = eos.New(c.eos, w, eos.Metrics{Lag: w.m.lag, Transactions: w.m.txns, Phases: w.m.phases})
+	m := eos.Metrics{Lag: w.m.lag, Transactions: w.m.txns, Phases: w.m.phases}
+	if c.noLag {
+		m.Lag = nil
+	}
+	w.loop, err = eos.New(c.eos, w, m)
 	return w, err
 }
 

@@ -17,7 +17,7 @@ import (
 )
 
 // The test registry is franz-go's in-memory srfake: no real Schema Registry
-// installs here (see the README, Formats). srfake checks no compatibility,
+// installs here (see docs/formats.md). srfake checks no compatibility,
 // so the tests check BACKWARD compatibility themselves with hamba's checker.
 
 const (

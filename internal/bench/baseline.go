@@ -25,7 +25,7 @@ type measured interface {
 	In() int64
 }
 
-type workerRun struct{ *pipeline.Worker }
+type workerRun struct{ *pipeline.Lanes }
 
 func (w workerRun) In() int64 { return w.Stats().In }
 

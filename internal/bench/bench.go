@@ -42,8 +42,11 @@ type Config struct {
 	Event      func(i int) []byte
 	Partitions int32          // partitions of every topic
 	Worker     []pipeline.Opt // extra worker options (batch size, linger)
-	Log        *slog.Logger
-	Progress   func(string) // a line per step, or nil
+	// Lanes is the worker's lanes (pipeline.NewLanes; 0 is 1). The
+	// passthrough and per-record baselines run one session.
+	Lanes    int
+	Log      *slog.Logger
+	Progress func(string) // a line per step, or nil
 	// PairsOnly skips per_record and latency (for sweeps over a setting).
 	PairsOnly bool
 	// LatencyRate is the fixed input rate (orders/s) of the first latency
@@ -298,7 +301,7 @@ func (b *runner) throughput(ctx context.Context, name string, g *idgen.Generator
 	var w measured
 	switch name {
 	case "worker":
-		wk, err := pipeline.NewWorker(append(opts, pipeline.Numbers(g))...)
+		wk, err := pipeline.NewLanes(max(b.cfg.Lanes, 1), append(opts, pipeline.Numbers(g))...)
 		if err != nil {
 			return 0, err
 		}
@@ -394,7 +397,7 @@ func (b *runner) latency(ctx context.Context, rate float64, g *idgen.Generator) 
 	}
 	defer cleanup()
 	reg := prometheus.NewRegistry()
-	w, err := pipeline.NewWorker(append([]pipeline.Opt{
+	w, err := pipeline.NewLanes(max(b.cfg.Lanes, 1), append([]pipeline.Opt{
 		pipeline.Brokers(b.cfg.Brokers...), pipeline.InputTopics(in), pipeline.OutputTopic(out),
 		pipeline.Group(in + "-g"), pipeline.InstanceID(in), pipeline.Logger(b.cfg.Log), pipeline.Numbers(g),
 		pipeline.Registerer(reg),
@@ -470,7 +473,8 @@ type phaseTotal struct {
 	sum float64
 }
 
-// phaseTotals reads the worker's phase histogram from reg.
+// phaseTotals reads the worker's phase histogram from reg, summed over
+// its lanes.
 func phaseTotals(reg *prometheus.Registry) map[string]phaseTotal {
 	out := map[string]phaseTotal{}
 	mfs, err := reg.Gather()
@@ -484,7 +488,10 @@ func phaseTotals(reg *prometheus.Registry) map[string]phaseTotal {
 		for _, m := range mf.GetMetric() {
 			for _, lp := range m.GetLabel() {
 				if lp.GetName() == "phase" {
-					out[lp.GetValue()] = phaseTotal{n: m.GetHistogram().GetSampleCount(), sum: m.GetHistogram().GetSampleSum()}
+					t := out[lp.GetValue()]
+					t.n += m.GetHistogram().GetSampleCount()
+					t.sum += m.GetHistogram().GetSampleSum()
+					out[lp.GetValue()] = t
 				}
 			}
 		}

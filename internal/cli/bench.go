@@ -56,6 +56,7 @@ type benchConfig struct {
 	json, pairsOnly        bool
 	verbose                bool
 	cpuProfile, memProfile string
+	lanes                  int
 	layout                 layoutConfig
 	codec                  codecConfig
 	schema                 schemaConfig
@@ -77,6 +78,7 @@ func benchCommand() *cli.Command {
 			intFlag(flagParallelism, &cfg.parallelism, runtime.GOMAXPROCS(0), "goroutines numbering one batch"),
 			topicWaitFlag(&cfg.topicWait),
 			topUpWaitFlag(&cfg.topUpWait),
+			intFlag(flagLanes, &cfg.lanes, pipeline.DefaultLanes, "the worker's lanes, as run's --lanes (the passthrough and per-record baselines run one session)"),
 			intFlag(flagLatencyRate, &cfg.latencyRate, defaultBenchLatencyRate, "input rate (orders/s) of the first latency measurement, send to read_committed visibility; the second runs at half the worker's throughput (0: only the second)"),
 			jsonFlag(&cfg.json, "print one JSON object"),
 			boolFlag(flagPairsOnly, &cfg.pairsOnly, "measure only passthrough and worker (for sweeps over a setting such as --max-poll-records)"),
@@ -173,7 +175,7 @@ func (cfg *benchConfig) benchOptions(brokers []string, l idgen.Layout, seq idgen
 	return bench.Config{
 		Brokers: brokers, NewNumberer: newGen, Duration: cfg.duration, Pairs: max(cfg.pairs, 1),
 		RecordBytes: cfg.recordBytes, Partitions: int32(cfg.partitions), Log: log, Progress: progress,
-		PairsOnly: cfg.pairsOnly, LatencyRate: float64(cfg.latencyRate),
+		PairsOnly: cfg.pairsOnly, LatencyRate: float64(cfg.latencyRate), Lanes: cfg.lanes,
 		Worker: []pipeline.Opt{pipeline.MaxPollRecords(cfg.maxPollRecords), pipeline.Parallelism(cfg.parallelism),
 			pipeline.TopicWait(cfg.topicWait), pipeline.TopUpWait(cfg.topUpWait)},
 	}

@@ -172,7 +172,7 @@ func TestDemoServeFlagErrors(t *testing.T) {
 // The live page of `demo --serve` in headless Chromium, with data: the
 // audited count rising, both issuers' rates drawn, no anomaly. Its
 // screenshot goes to $FLAKESTREAM_ARTIFACTS (if set) and, with
-// -update-screenshot, to docs/demo-serve.png for the README.
+// -update-screenshot, to docs/demo-serve.png for docs/operations.md.
 func TestDemoServeScreenshot(t *testing.T) {
 	chrome := browsertest.Chromium(t)
 	_, u := startServe(t, "--rate", "1000", "--partitions", "4")

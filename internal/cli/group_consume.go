@@ -37,6 +37,7 @@ const (
 	flagOrphanGuard        = "orphan-guard"
 	flagTopicWait          = "topic-wait"
 	flagTopUpWait          = "top-up-wait"
+	flagLanes              = "lanes"
 )
 
 type consumeConfig struct {
@@ -64,6 +65,7 @@ type consumeConfig struct {
 	orphanGuard      bool
 	topicWait        time.Duration
 	topUpWait        time.Duration
+	lanes            int
 }
 
 // flags returns the flags of names, in that order. A name outside the
@@ -115,6 +117,8 @@ func (cc *consumeConfig) flag(name string) cli.Flag {
 		return topicWaitFlag(&cc.topicWait)
 	case flagTopUpWait:
 		return topUpWaitFlag(&cc.topUpWait)
+	case flagLanes:
+		return intFlag(name, &cc.lanes, pipeline.DefaultLanes, "transactional sessions in this process, each its own group member (instance <instance-id>-<lane>, transactional ID suffixed -<lane>) numbering from one sequencer: while one commits, the others poll and number (1: the plain worker, IDs unsuffixed)")
 	case flagOrphanGuard:
 		return boolFlagValue(name, &cc.orphanGuard, true, "before the first poll of every Kafka session and before producing after a transaction that did not commit, end a transaction this producer ID left open at an older epoch that its coordinator no longer tracks (needs ALTER on the cluster; without it: one warning, then as if off)")
 	}

@@ -32,7 +32,7 @@ func runCommand() *cli.Command {
 		Flags: concat(
 			cfg.consume.flags(flagInputTopic, flagOutputTopic, flagDLQTopic, flagGroup, flagInstanceID, flagTransactionalID,
 				flagStartOffset, flagCreateTopics, flagMaxPollRecords, flagMaxBufferedRecords, flagFetchMaxBytes, flagLinger,
-				flagTxnTimeout, flagSessionTimeout, flagStaticMembership, flagShutdownTimeout, flagOrphanGuard, flagTopicWait, flagTopUpWait),
+				flagTxnTimeout, flagSessionTimeout, flagStaticMembership, flagShutdownTimeout, flagOrphanGuard, flagTopicWait, flagTopUpWait, flagLanes),
 			[]cli.Flag{sequencerFlag(&cfg.sequencer)},
 			cfg.identity.flags(), cfg.layout.flags(), cfg.redis.flags(), cfg.codec.flags(), cfg.schema.flags(), cfg.idempotency.flags(),
 			cfg.kafka.flags(), cfg.ops.flags(defaultRunHTTPAddr)),
@@ -94,14 +94,14 @@ func (cfg *runConfig) run(c *cli.Context) error {
 	if guard != nil {
 		opts = append(opts, pipeline.BeforeProduce(guard))
 	}
-	w, err := pipeline.NewWorker(opts...)
+	w, err := pipeline.NewLanes(cfg.consume.lanes, opts...)
 	if err != nil {
 		return asUsage(err)
 	}
 	if err := cfg.ops.serve(c.Context, reg, w.Ready, nil, log, "/metrics, /healthz, /readyz"); err != nil {
 		return err
 	}
-	log.Info("numbering", "layout", l.String(), "server_id", cfg.identity.server, "worker_id", cfg.identity.worker,
+	log.Info("numbering", "lanes", cfg.consume.lanes, "layout", l.String(), "server_id", cfg.identity.server, "worker_id", cfg.identity.worker,
 		"capacity_per_second", l.PerSecond(), "layout_end", l.End().Format(time.RFC3339))
 	return w.Run(c.Context)
 }

@@ -1,0 +1,124 @@
+package pipeline
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flakestream/flakestream/internal/orders"
+	"github.com/flakestream/flakestream/internal/pipetest"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func startLanes(t *testing.T, e *pipetest.Env, n int, instance string, reg prometheus.Registerer) (*Lanes, *pipetest.Running) {
+	t.Helper()
+	ls, err := NewLanes(n,
+		Brokers(e.Kafka.Addrs...), InputTopics(e.Input), OutputTopic(e.Out), DLQTopic(e.DLQ),
+		Group(e.Group), InstanceID(instance), Numbers(e.Generator(t, 1)), Codec(e.Codec),
+		TransactionTimeout(5*time.Second), Backoff(50*time.Millisecond, 500*time.Millisecond),
+		Logger(pipetest.Logger(t)), Registerer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ls, pipetest.Go(t, "lanes", ls.Run)
+}
+
+// Two processes of two lanes each share one generator per process; a
+// second process joins mid-stream and takes partitions from the first.
+// Every record is numbered once, every input partition keeps its order and
+// increasing numbers, and each lane is its own member, with suffixed IDs
+// and its metrics labelled.
+func TestLanes(t *testing.T) {
+	e := pipetest.NewEnv(t, 8)
+	e.Produce(t, 10000, orders.Mix{BadPerMille: 10, NumberedPerMille: 20})
+	reg := prometheus.NewRegistry()
+	a, runA := startLanes(t, e, 2, "a", reg)
+	if got, want := a.Workers()[1].TransactionalID(), "flakestream-"+e.Group+"-a-1"; got != want {
+		t.Fatalf("lane 1 transactional ID %q, want %q", got, want)
+	}
+	waitFor(t, 30*time.Second, func() bool { return a.Stats().In > 2000 })
+	b, runB := startLanes(t, e, 2, "b", prometheus.NewRegistry())
+	e.Produce(t, 10000, orders.Mix{BadPerMille: 10, NumberedPerMille: 20})
+	rep := e.WaitOutput(t, 90*time.Second)
+	pipetest.RequireExactlyOnce(t, rep)
+	runA.Stop(t)
+	runB.Stop(t)
+	sa, sb := a.Stats(), b.Stats()
+	if sa.In+sb.In != int64(len(e.Inputs)) {
+		t.Fatalf("lanes committed %d + %d records, want %d", sa.In, sb.In, len(e.Inputs))
+	}
+	for i, w := range append(a.Workers(), b.Workers()...) {
+		if w.Stats().Committed == 0 {
+			t.Errorf("lane %d of its process committed no transaction: the lanes did not share the partitions", i%2)
+		}
+	}
+	requireLaneSeries(t, reg)
+}
+
+// requireLaneSeries checks that both lanes export their transactions with
+// a lane label and that only lane 0 exports the group's lag.
+func requireLaneSeries(t *testing.T, reg *prometheus.Registry) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lanes := map[string]map[string]bool{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "lane" {
+					if lanes[mf.GetName()] == nil {
+						lanes[mf.GetName()] = map[string]bool{}
+					}
+					lanes[mf.GetName()][lp.GetValue()] = true
+				}
+			}
+		}
+	}
+	if l := lanes["flakestream_transactions_total"]; !l["0"] || !l["1"] {
+		t.Errorf("flakestream_transactions_total lanes %v, want 0 and 1", l)
+	}
+	if l := lanes["flakestream_consumer_lag"]; !l["0"] || l["1"] {
+		t.Errorf("flakestream_consumer_lag lanes %v, want lane 0 only", l)
+	}
+}
+
+func waitFor(t *testing.T, d time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not reached in %s", d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// One lane is the plain worker: its IDs are not suffixed. Fewer than one
+// is a configuration error, and a lane's bad option fails NewLanes.
+func TestLanesConfig(t *testing.T) {
+	e := pipetest.NewEnv(t, 1)
+	base := []Opt{Brokers(e.Kafka.Addrs...), InputTopics(e.Input), OutputTopic(e.Out), Group("g"), InstanceID("x"), Numbers(e.Generator(t, 1))}
+	one, err := NewLanes(1, base...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := one.Workers()[0].TransactionalID(); got != "flakestream-g-x" {
+		t.Fatalf("one lane's transactional ID %q, want flakestream-g-x", got)
+	}
+	two, err := NewLanes(2, append(base, TransactionalID("tx"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := two.Workers()[1].TransactionalID(); got != "tx-1" {
+		t.Fatalf("lane 1 of a given transactional ID: %q, want tx-1", got)
+	}
+	if _, err := NewLanes(0, base...); !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "lanes 0") {
+		t.Fatalf("0 lanes: %v, want ErrBadConfig naming it", err)
+	}
+	if _, err := NewLanes(2, base[:len(base)-1]...); !errors.Is(err, ErrNoNumberer) {
+		t.Fatalf("lanes without a numberer: %v, want ErrNoNumberer", err)
+	}
+}
