@@ -18,6 +18,7 @@ import (
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/internal/testenv"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	"github.com/testcontainers/testcontainers-go"
@@ -52,11 +53,7 @@ func TestContainersEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := pipeline.NewWorker(pipeline.Brokers(kafka.Addrs...), pipeline.InputTopics(e.Input),
-		pipeline.OutputTopic(e.Output), pipeline.DLQTopic(e.DLQ), pipeline.Group(e.Group),
-		pipeline.InstanceID("containers"), pipeline.Numbers(g), pipeline.Codec(e.Codec),
-		pipeline.MaxPollRecords(2000), pipeline.TransactionTimeout(10*time.Second),
-		pipeline.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	w, err := pipeline.NewWorker(loop.Settings{Brokers: kafka.Addrs, Topics: []string{e.Input}, Group: e.Group, InstanceID: "containers", MaxPollRecords: 2000, TransactionTimeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}, pipeline.OutputTopic(e.Output), pipeline.DLQTopic(e.DLQ), pipeline.Numbers(g), pipeline.Codec(e.Codec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,11 +202,7 @@ func TestContainersAvro(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := pipeline.NewWorker(pipeline.Brokers(kafka.Addrs...), pipeline.InputTopics(e.Input),
-		pipeline.OutputTopic(e.Output), pipeline.DLQTopic(e.DLQ), pipeline.Group(e.Group),
-		pipeline.InstanceID("containers-avro"), pipeline.Numbers(g), pipeline.Codec(e.Codec), pipeline.Format(f),
-		pipeline.TransactionTimeout(10*time.Second),
-		pipeline.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	w, err := pipeline.NewWorker(loop.Settings{Brokers: kafka.Addrs, Topics: []string{e.Input}, Group: e.Group, InstanceID: "containers-avro", TransactionTimeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}, pipeline.OutputTopic(e.Output), pipeline.DLQTopic(e.DLQ), pipeline.Numbers(g), pipeline.Codec(e.Codec), pipeline.Format(f))
 	if err != nil {
 		t.Fatal(err)
 	}

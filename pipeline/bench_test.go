@@ -13,6 +13,7 @@ import (
 	"github.com/flakestream/flakestream/codec/schema"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/orders"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -52,10 +53,13 @@ func BenchmarkWorkerKfake(b *testing.B) {
 			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 				b.Fatal(err)
 			}
-			opts := []Opt{Brokers(c.ListenAddrs()...), InputTopics(in), OutputTopic(in + ".out"), Group(fmt.Sprintf("g-%d", b.N)),
-				InstanceID("b"), Logger(slog.New(slog.DiscardHandler))}
+			opts := []Opt{setLoop(func(s *loop.Settings) { s.Brokers = c.ListenAddrs(); s.Topics = []string{in} }), OutputTopic(in + ".out"), setLoop(func(s *loop.Settings) {
+				s.Group = fmt.Sprintf("g-%d", b.N)
+				s.InstanceID = "b"
+				s.Logger = slog.New(slog.DiscardHandler)
+			})}
 			opts = append(opts, Numbers(g))
-			w, err := NewWorker(opts...)
+			w, err := NewWorker(loop.Settings{}, opts...)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/eos"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -26,28 +27,13 @@ const (
 	StartLatest   StartOffset = "latest"
 )
 
-// Errors of configuration: NewWorker returns them before anything
-// connects. Those the worker shares with the auditor are the eos loop's
-// values, so errors.Is holds whichever package names them.
+// Errors of the worker's own configuration and run; those it shares with
+// every product of the loop (no brokers, a missing topic, fatal) are
+// package loop's.
 var (
-	ErrNoBrokers  = eos.ErrNoBrokers                        // Brokers not given
-	ErrNoInput    = eos.ErrNoInput                          // InputTopics not given
-	ErrNoOutput   = errors.New("pipeline: no output topic") // OutputTopic not given
-	ErrNoGroup    = eos.ErrNoGroup                          // Group not given
-	ErrNoNumberer = errors.New("pipeline: no numberer")     // Numbers not given
-	ErrNoInstance = eos.ErrNoInstance                       // InstanceID "" and no TransactionalID
-	ErrSameTopic  = eos.ErrSameTopic                        // the output or DLQ topic is an input
-	ErrBadConfig  = eos.ErrBadConfig                        // a value out of its range
-)
-
-// Errors of a running worker. Run ends with ErrFatal or ErrMissingTopic;
-// the others fail one batch, which is aborted and retried, and Ready
-// reports them until a batch commits.
-var (
-	ErrMissingTopic  = eos.ErrMissingTopic                      // output or DLQ missing, CreateTopics off
-	ErrFatal         = eos.ErrFatal                             // not authorized: retrying cannot help (a fenced session is replaced)
-	ErrNumbering     = errors.New("pipeline: numbering failed") // the sequencer (Redis) or the idempotency key store failed
-	ErrCommitAborted = eos.ErrCommitAborted                     // a produce failed, so the transaction aborted
+	ErrNoOutput   = errors.New("pipeline: no output topic")  // OutputTopic not given
+	ErrNoNumberer = errors.New("pipeline: no numberer")      // Numbers not given
+	ErrNumbering  = errors.New("pipeline: numbering failed") // the sequencer (Redis) or the idempotency key store failed
 )
 
 type cfg struct {
@@ -69,11 +55,9 @@ type cfg struct {
 	noLag         bool // a lane other than the first: the group's lag is lane 0's
 }
 
-func defaultCfg() cfg {
-	loop := eos.DefaultConfig("worker")
-	loop.TopUpWait = DefaultTopUpWait
+func defaultCfg(s loop.Settings) cfg {
 	return cfg{
-		eos:           loop,
+		eos:           eos.Config{Settings: s, Name: "worker", TopUpWait: DefaultTopUpWait},
 		start:         DefaultStartOffset,
 		maxBuffered:   DefaultMaxBufferedRecords,
 		fetchMaxBytes: DefaultFetchMaxBytes,
@@ -120,11 +104,11 @@ func (c *cfg) validateLoop() error {
 		return err
 	}
 	if c.start != StartEarliest && c.start != StartLatest {
-		return fmt.Errorf("%w: start offset %q: want earliest or latest", ErrBadConfig, c.start)
+		return fmt.Errorf("%w: start offset %q: want earliest or latest", loop.ErrBadConfig, c.start)
 	}
 	e.StartAtEnd = c.start == StartLatest
 	if e.MaxPollRecords < 1 || c.maxBuffered < e.MaxPollRecords {
-		return fmt.Errorf("%w: max poll records %d, max buffered records %d: want 1 <= poll <= buffered", ErrBadConfig, e.MaxPollRecords, c.maxBuffered)
+		return fmt.Errorf("%w: max poll records %d, max buffered records %d: want 1 <= poll <= buffered", loop.ErrBadConfig, e.MaxPollRecords, c.maxBuffered)
 	}
 	e.ClientOpts = append([]kgo.Opt{
 		kgo.FetchMaxBytes(c.fetchMaxBytes),
@@ -134,11 +118,11 @@ func (c *cfg) validateLoop() error {
 	return nil
 }
 
-// LoopConfig returns the eos loop settings that opts describe, and the
-// output topic, for a step that runs with the worker's Kafka settings
-// instead of the worker (the bench's baselines). Numbers is not needed.
-func LoopConfig(opts ...Opt) (eos.Config, string, error) {
-	c := defaultCfg()
+// LoopConfig returns the eos loop that s and opts describe, and the output
+// topic, for a step that runs with the worker's Kafka settings instead of
+// the worker (the bench's baselines). Numbers is not needed.
+func LoopConfig(s loop.Settings, opts ...Opt) (eos.Config, string, error) {
+	c := defaultCfg(s)
 	if err := eos.Configure(&c, opts, c.validateLoop); err != nil {
 		return eos.Config{}, "", err
 	}
@@ -170,5 +154,5 @@ func formatError(err error) error {
 	if errors.Is(err, codec.ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err // Process wraps it in ErrNumbering
 	}
-	return fmt.Errorf("%w: %w", ErrFatal, err)
+	return fmt.Errorf("%w: %w", loop.ErrFatal, err)
 }

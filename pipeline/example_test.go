@@ -8,6 +8,7 @@ import (
 
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -26,8 +27,8 @@ func ExampleNewWorker() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	w, err := pipeline.NewWorker(pipeline.Brokers("127.0.0.1:9092"), pipeline.Group("flakestream"),
-		pipeline.InputTopics("orders"), pipeline.OutputTopic("orders.numbered"), pipeline.Numbers(gen))
+	s := loop.Settings{Brokers: []string{"127.0.0.1:9092"}, Topics: []string{"orders"}, Group: "flakestream"}
+	w, err := pipeline.NewWorker(s, pipeline.OutputTopic("orders.numbered"), pipeline.Numbers(gen))
 	if err != nil {
 		log.Fatal(err)
 	}

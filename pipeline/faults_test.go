@@ -11,6 +11,7 @@ import (
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/internal/pipetest"
 	"github.com/flakestream/flakestream/internal/verify"
+	"github.com/flakestream/flakestream/pipeline/loop"
 )
 
 // produceInChunks writes n orders in chunks with a pause between them, so
@@ -28,9 +29,9 @@ func produceInChunks(t *testing.T, e *pipetest.Env, n, chunk int, pause time.Dur
 // is still exactly once.
 func TestWorkerRebalance(t *testing.T) {
 	e := pipetest.NewEnv(t, 6)
-	a := start(t, e, "a", MaxPollRecords(500))
+	a := start(t, e, "a", setLoop(func(s *loop.Settings) { s.MaxPollRecords = 500 }))
 	produceInChunks(t, e, 6000, 1000, 100*time.Millisecond, orders.Mix{BadPerMille: 5})
-	b := start(t, e, "b", MaxPollRecords(500))
+	b := start(t, e, "b", setLoop(func(s *loop.Settings) { s.MaxPollRecords = 500 }))
 	produceInChunks(t, e, 6000, 1000, 100*time.Millisecond, orders.Mix{BadPerMille: 5})
 	a.stop(t)
 	produceInChunks(t, e, 6000, 1000, 100*time.Millisecond, orders.Mix{BadPerMille: 5})
@@ -54,7 +55,7 @@ func TestWorkerRedisOutage(t *testing.T) {
 	if !e.Redis.CanRestart() {
 		t.Skipf("cannot stop a %s Redis", e.Redis.Kind)
 	}
-	wk := start(t, e, "a", MaxPollRecords(500))
+	wk := start(t, e, "a", setLoop(func(s *loop.Settings) { s.MaxPollRecords = 500 }))
 	produceInChunks(t, e, 3000, 1000, 50*time.Millisecond, orders.Mix{})
 	if !verify.WaitFor(30*time.Second, func() bool { return wk.w.Stats().In >= 3000 }) {
 		t.Fatalf("worker did not catch up before the outage: %+v", wk.w.Stats())
@@ -137,40 +138,43 @@ func TestWorkerStartLatest(t *testing.T) {
 
 func TestWorkerRefusesMissingOutputTopic(t *testing.T) {
 	e := pipetest.NewEnv(t, 1)
-	w, err := NewWorker(Brokers(e.Kafka.Addrs...), InputTopics(e.Input), OutputTopic(e.Input+".nope"),
-		Group("g"), Numbers(e.Generator(t, 1)), TopicWait(300*time.Millisecond))
+	w, err := NewWorker(loop.Settings{Brokers: e.Kafka.Addrs, Topics: []string{e.Input}, Group: "g", TopicWait: loop.NoWait(300 * time.Millisecond)}, OutputTopic(e.Input+".nope"), Numbers(e.Generator(t, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	if err := w.Run(ctx); !errors.Is(err, ErrMissingTopic) {
-		t.Fatalf("Run = %v, want ErrMissingTopic naming the fix", err)
+	if err := w.Run(ctx); !errors.Is(err, loop.ErrMissingTopic) {
+		t.Fatalf("Run = %v, want loop.ErrMissingTopic naming the fix", err)
 	}
 }
 
 func TestNewWorkerValidates(t *testing.T) {
+	ok := loop.Settings{Brokers: []string{"x"}, Topics: []string{"a"}, Group: "g"}
+	with := func(f func(*loop.Settings)) loop.Settings { s := ok; f(&s); return s }
 	cases := []struct {
 		name string
+		s    loop.Settings
 		opts []Opt
 		want error
 	}{
-		{"no brokers", []Opt{InputTopics("a"), OutputTopic("b"), Group("g"), Numbers(nopNumberer{})}, ErrNoBrokers},
-		{"no input", []Opt{Brokers("x"), OutputTopic("b"), Group("g"), Numbers(nopNumberer{})}, ErrNoInput},
-		{"no output", []Opt{Brokers("x"), InputTopics("a"), Group("g"), Numbers(nopNumberer{})}, ErrNoOutput},
-		{"no group", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), Numbers(nopNumberer{})}, ErrNoGroup},
-		{"no numberer", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), Group("g")}, ErrNoNumberer},
-		{"output is input", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("a"), Group("g"), Numbers(nopNumberer{})}, ErrSameTopic},
-		{"bad start", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), Group("g"), Numbers(nopNumberer{}), Start("middle")}, ErrBadConfig},
-		{"short txn timeout", []Opt{Brokers("x"), InputTopics("a"), OutputTopic("b"), Group("g"), Numbers(nopNumberer{}), TransactionTimeout(time.Millisecond)}, ErrBadConfig},
+		{"no brokers", with(func(s *loop.Settings) { s.Brokers = nil }), []Opt{OutputTopic("b"), Numbers(nopNumberer{})}, loop.ErrNoBrokers},
+		{"no input", with(func(s *loop.Settings) { s.Topics = nil }), []Opt{OutputTopic("b"), Numbers(nopNumberer{})}, loop.ErrNoInput},
+		{"no output", ok, []Opt{Numbers(nopNumberer{})}, ErrNoOutput},
+		{"no group", with(func(s *loop.Settings) { s.Group = "" }), []Opt{OutputTopic("b"), Numbers(nopNumberer{})}, loop.ErrNoGroup},
+		{"no numberer", ok, []Opt{OutputTopic("b")}, ErrNoNumberer},
+		{"output is input", ok, []Opt{OutputTopic("a"), Numbers(nopNumberer{})}, loop.ErrSameTopic},
+		{"bad start", ok, []Opt{OutputTopic("b"), Numbers(nopNumberer{}), Start("middle")}, loop.ErrBadConfig},
+		{"short txn timeout", with(func(s *loop.Settings) { s.TransactionTimeout = time.Millisecond }), []Opt{OutputTopic("b"), Numbers(nopNumberer{})}, loop.ErrBadConfig},
+		{"backoff max below min", with(func(s *loop.Settings) { s.BackoffMin, s.BackoffMax = time.Second, time.Millisecond }), []Opt{OutputTopic("b"), Numbers(nopNumberer{})}, loop.ErrBadConfig},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := NewWorker(c.opts...); !errors.Is(err, c.want) {
+			if _, err := NewWorker(c.s, c.opts...); !errors.Is(err, c.want) {
 				t.Fatalf("NewWorker = %v, want %v", err, c.want)
 			}
 		})
 	}
-	w, err := NewWorker(Brokers("x"), InputTopics("in"), OutputTopic("out"), Group("g"), InstanceID("pod-7"), Numbers(nopNumberer{}))
+	w, err := NewWorker(loop.Settings{Brokers: []string{"x"}, Topics: []string{"in"}, Group: "g", InstanceID: "pod-7"}, OutputTopic("out"), Numbers(nopNumberer{}))
 	if err != nil || w.TransactionalID() != "flakestream-g-pod-7" || w.cfg.dlq != "in.dlq" {
 		t.Fatalf("defaults: %v %q %q", err, w.TransactionalID(), w.cfg.dlq)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/flakestream/flakestream/codec/schema"
 	"github.com/flakestream/flakestream/internal/pipetest"
 	"github.com/flakestream/flakestream/internal/verify"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
@@ -353,17 +354,15 @@ func TestWorkerIncompatibleOutputSchemaIsFatal(t *testing.T) {
 	r.failBody = `{"error_code":409,"message":"Schema being registered is incompatible with an earlier schema for subject"}`
 	r.failPost.Store(http.StatusConflict)
 	f := r.format(t, e, codec.ValueAvro)
-	w, err := NewWorker(Brokers(e.Kafka.Addrs...), InputTopics(e.Input), OutputTopic(e.Out), DLQTopic(e.DLQ),
-		Group(e.Group), InstanceID("incompat"), Numbers(e.Generator(t, 1)), Codec(e.Codec), Format(f),
-		TransactionTimeout(5*time.Second), Backoff(50*time.Millisecond, 500*time.Millisecond), Logger(pipetest.Logger(t)))
+	w, err := NewWorker(loop.Settings{Brokers: e.Kafka.Addrs, Topics: []string{e.Input}, Group: e.Group, InstanceID: "incompat", TransactionTimeout: 5 * time.Second, BackoffMin: 50 * time.Millisecond, BackoffMax: 500 * time.Millisecond, Logger: pipetest.Logger(t)}, OutputTopic(e.Out), DLQTopic(e.DLQ), Numbers(e.Generator(t, 1)), Codec(e.Codec), Format(f))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err = w.Run(ctx)
-	if !errors.Is(err, ErrFatal) || !errors.Is(err, schema.ErrIncompatible) {
-		t.Fatalf("Run = %v, want ErrFatal wrapping schema.ErrIncompatible", err)
+	if !errors.Is(err, loop.ErrFatal) || !errors.Is(err, schema.ErrIncompatible) {
+		t.Fatalf("Run = %v, want loop.ErrFatal wrapping schema.ErrIncompatible", err)
 	}
 	msg := err.Error()
 	t.Logf("Run: %s", msg)

@@ -5,7 +5,12 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/internal/pipetest"
+	"github.com/flakestream/flakestream/pipeline/loop"
 )
+
+// setLoop changes the loop's settings from a test's option list, so that
+// the helpers below can take a test's settings and options as one list.
+func setLoop(f func(*loop.Settings)) Opt { return func(c *cfg) { f(&c.eos.Settings) } }
 
 // worker is a worker running in a goroutine of the test.
 type worker struct {
@@ -17,13 +22,11 @@ type worker struct {
 // end of the test.
 func start(t testing.TB, e *pipetest.Env, instance string, opts ...Opt) *worker {
 	t.Helper()
-	base := []Opt{
-		Brokers(e.Kafka.Addrs...), InputTopics(e.Input), OutputTopic(e.Out), DLQTopic(e.DLQ),
-		Group(e.Group), InstanceID(instance), Numbers(e.Generator(t, 1)), Codec(e.Codec),
-		TransactionTimeout(5 * time.Second), Backoff(50*time.Millisecond, 500*time.Millisecond),
-		Logger(pipetest.Logger(t)),
-	}
-	w, err := NewWorker(append(base, opts...)...)
+	s := loop.Settings{Brokers: e.Kafka.Addrs, Topics: []string{e.Input}, Group: e.Group, InstanceID: instance,
+		TransactionTimeout: 5 * time.Second, BackoffMin: 50 * time.Millisecond, BackoffMax: 500 * time.Millisecond,
+		Logger: pipetest.Logger(t)}
+	base := []Opt{OutputTopic(e.Out), DLQTopic(e.DLQ), Numbers(e.Generator(t, 1)), Codec(e.Codec)}
+	w, err := NewWorker(s, append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

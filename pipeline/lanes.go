@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"sync"
 
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -34,21 +36,24 @@ type Lanes struct {
 // --lanes.
 const DefaultLanes = 1
 
-// NewLanes validates the options and returns n lanes (n >= 1).
-func NewLanes(n int, opts ...Opt) (*Lanes, error) {
+// NewLanes validates the settings and options and returns n lanes (n >= 1).
+func NewLanes(n int, s loop.Settings, opts ...Opt) (*Lanes, error) {
 	if n < 1 {
-		return nil, fmt.Errorf("%w: lanes %d: want at least 1", ErrBadConfig, n)
+		return nil, fmt.Errorf("%w: lanes %d: want at least 1", loop.ErrBadConfig, n)
 	}
 	if n == 1 {
-		w, err := NewWorker(opts...)
+		w, err := NewWorker(s, opts...)
 		if err != nil {
 			return nil, err
 		}
 		return &Lanes{workers: []*Worker{w}}, nil
 	}
+	if s.InstanceID == "" {
+		s.InstanceID, _ = os.Hostname() // the default, which the lanes suffix
+	}
 	ls := &Lanes{workers: make([]*Worker, n)}
 	for i := range n {
-		w, err := NewWorker(append(opts[:len(opts):len(opts)], lane(i))...)
+		w, err := NewWorker(s, append(opts[:len(opts):len(opts)], lane(i))...)
 		if err != nil {
 			return nil, err
 		}

@@ -8,16 +8,13 @@ import (
 
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/internal/pipetest"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 func startLanes(t *testing.T, e *pipetest.Env, n int, instance string, reg prometheus.Registerer) (*Lanes, *pipetest.Running) {
 	t.Helper()
-	ls, err := NewLanes(n,
-		Brokers(e.Kafka.Addrs...), InputTopics(e.Input), OutputTopic(e.Out), DLQTopic(e.DLQ),
-		Group(e.Group), InstanceID(instance), Numbers(e.Generator(t, 1)), Codec(e.Codec),
-		TransactionTimeout(5*time.Second), Backoff(50*time.Millisecond, 500*time.Millisecond),
-		Logger(pipetest.Logger(t)), Registerer(reg))
+	ls, err := NewLanes(n, loop.Settings{Brokers: e.Kafka.Addrs, Topics: []string{e.Input}, Group: e.Group, InstanceID: instance, TransactionTimeout: 5 * time.Second, BackoffMin: 50 * time.Millisecond, BackoffMax: 500 * time.Millisecond, Logger: pipetest.Logger(t), Registerer: reg}, OutputTopic(e.Out), DLQTopic(e.DLQ), Numbers(e.Generator(t, 1)), Codec(e.Codec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,25 +97,25 @@ func waitFor(t *testing.T, d time.Duration, ok func() bool) {
 // is a configuration error, and a lane's bad option fails NewLanes.
 func TestLanesConfig(t *testing.T) {
 	e := pipetest.NewEnv(t, 1)
-	base := []Opt{Brokers(e.Kafka.Addrs...), InputTopics(e.Input), OutputTopic(e.Out), Group("g"), InstanceID("x"), Numbers(e.Generator(t, 1))}
-	one, err := NewLanes(1, base...)
+	base := []Opt{setLoop(func(s *loop.Settings) { s.Brokers = e.Kafka.Addrs; s.Topics = []string{e.Input} }), OutputTopic(e.Out), setLoop(func(s *loop.Settings) { s.Group = "g"; s.InstanceID = "x" }), Numbers(e.Generator(t, 1))}
+	one, err := NewLanes(1, loop.Settings{}, base...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := one.Workers()[0].TransactionalID(); got != "flakestream-g-x" {
 		t.Fatalf("one lane's transactional ID %q, want flakestream-g-x", got)
 	}
-	two, err := NewLanes(2, append(base, TransactionalID("tx"))...)
+	two, err := NewLanes(2, loop.Settings{}, append(base, setLoop(func(s *loop.Settings) { s.TransactionalID = "tx" }))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := two.Workers()[1].TransactionalID(); got != "tx-1" {
 		t.Fatalf("lane 1 of a given transactional ID: %q, want tx-1", got)
 	}
-	if _, err := NewLanes(0, base...); !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "lanes 0") {
-		t.Fatalf("0 lanes: %v, want ErrBadConfig naming it", err)
+	if _, err := NewLanes(0, loop.Settings{}, base...); !errors.Is(err, loop.ErrBadConfig) || !strings.Contains(err.Error(), "lanes 0") {
+		t.Fatalf("0 lanes: %v, want loop.ErrBadConfig naming it", err)
 	}
-	if _, err := NewLanes(2, base[:len(base)-1]...); !errors.Is(err, ErrNoNumberer) {
+	if _, err := NewLanes(2, loop.Settings{}, base[:len(base)-1]...); !errors.Is(err, ErrNoNumberer) {
 		t.Fatalf("lanes without a numberer: %v, want ErrNoNumberer", err)
 	}
 }

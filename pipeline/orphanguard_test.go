@@ -8,6 +8,7 @@ import (
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/internal/pipetest"
 	"github.com/flakestream/flakestream/internal/txnguard"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -39,9 +40,11 @@ func TestWorkerRunsOrphanGuard(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				opts = append(opts, BeforeProduce(func(ctx context.Context, cl *kgo.Client, parts map[string][]int32) error {
-					_, err := g.Check(ctx, cl, parts)
-					return err
+				opts = append(opts, setLoop(func(s *loop.Settings) {
+					s.BeforeProduce = func(ctx context.Context, cl *kgo.Client, parts map[string][]int32) error {
+						_, err := g.Check(ctx, cl, parts)
+						return err
+					}
 				}))
 			}
 			wk := start(t, e, "a", opts...)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/eos"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -41,10 +42,11 @@ type Worker struct {
 	prefetcher atomic.Pointer[idgen.Prefetcher]
 }
 
-// NewWorker validates the options and returns a worker. It does not
+// NewWorker validates the loop's settings s (Brokers, Topics and Group are
+// required) and the worker's options, and returns a worker. It does not
 // connect; Run does.
-func NewWorker(opts ...Opt) (*Worker, error) {
-	c := defaultCfg()
+func NewWorker(s loop.Settings, opts ...Opt) (*Worker, error) {
+	c := defaultCfg(s)
 	if err := eos.Configure(&c, opts, c.validate); err != nil {
 		return nil, err
 	}
@@ -77,7 +79,7 @@ func (w *Worker) TransactionalID() string { return w.cfg.eos.TransactionalID }
 // Run consumes until ctx ends or a fatal error. A batch that fails for a
 // passing reason (Redis down, a produce error, a rebalance) is aborted and
 // retried with backoff; a fatal error (not authorized, a topic missing)
-// ends Run with an error that wraps ErrFatal or ErrMissingTopic.
+// ends Run with an error that wraps loop.ErrFatal or loop.ErrMissingTopic.
 // After ctx ends, Run finishes or aborts the open transaction and leaves
 // the group within the shutdown timeout.
 func (w *Worker) Run(ctx context.Context) error {
@@ -133,7 +135,7 @@ func (w *Worker) Process(ctx context.Context, tx *eos.Tx, fetches kgo.Fetches) e
 	w.start = time.Now()
 	w.batch.reset(fetches)
 	if err := w.batch.process(ctx, func(r *kgo.Record) { tx.Produce(ctx, r) }); err != nil {
-		if errors.Is(err, ErrFatal) {
+		if errors.Is(err, loop.ErrFatal) {
 			return err
 		}
 		return fmt.Errorf("%w: %w", ErrNumbering, err)

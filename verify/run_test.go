@@ -13,6 +13,7 @@ import (
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/internal/pipetest"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/flakestream/flakestream/verify"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
@@ -40,9 +41,7 @@ func newFixture(t *testing.T) *fixture {
 	f.inputs = []string{e.Input, second}
 	f.n = len(e.Inputs) + produceTransactional(t, e, second, 1200)
 	g := e.Generator(t, 1)
-	w, err := pipeline.NewWorker(pipeline.Brokers(e.Kafka.Addrs...), pipeline.InputTopics(f.inputs...), pipeline.OutputTopic(f.out),
-		pipeline.DLQTopic(f.dlq), pipeline.Group(e.Group), pipeline.InstanceID("v"), pipeline.Numbers(g), pipeline.Codec(e.Codec),
-		pipeline.TransactionTimeout(5*time.Second), pipeline.Logger(pipetest.Logger(t)))
+	w, err := pipeline.NewWorker(loop.Settings{Brokers: e.Kafka.Addrs, Topics: f.inputs, Group: e.Group, InstanceID: "v", TransactionTimeout: 5 * time.Second, Logger: pipetest.Logger(t)}, pipeline.OutputTopic(f.out), pipeline.DLQTopic(f.dlq), pipeline.Numbers(g), pipeline.Codec(e.Codec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,9 +285,7 @@ func TestRunAvroAndProtobuf(t *testing.T) {
 			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
-			w, err := pipeline.NewWorker(pipeline.Brokers(e.Kafka.Addrs...), pipeline.InputTopics(e.Input), pipeline.OutputTopic(e.Out),
-				pipeline.DLQTopic(e.DLQ), pipeline.Group(e.Group), pipeline.InstanceID("v"), pipeline.Numbers(e.Generator(t, 1)),
-				pipeline.Codec(e.Codec), pipeline.Format(f), pipeline.TransactionTimeout(5*time.Second), pipeline.Logger(pipetest.Logger(t)))
+			w, err := pipeline.NewWorker(loop.Settings{Brokers: e.Kafka.Addrs, Topics: []string{e.Input}, Group: e.Group, InstanceID: "v", TransactionTimeout: 5 * time.Second, Logger: pipetest.Logger(t)}, pipeline.OutputTopic(e.Out), pipeline.DLQTopic(e.DLQ), pipeline.Numbers(e.Generator(t, 1)), pipeline.Codec(e.Codec), pipeline.Format(f))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -52,7 +53,7 @@ type baseline struct {
 	buf       []byte
 }
 
-func newBaseline(numberer idgen.Numberer, opts ...pipeline.Opt) (*baseline, error) {
+func newBaseline(numberer idgen.Numberer, s loop.Settings, opts ...pipeline.Opt) (*baseline, error) {
 	if numberer != nil {
 		// The origin's way takes about a millisecond per record: a
 		// batch of 10,000 can outlast the default 10s transaction
@@ -61,9 +62,9 @@ func newBaseline(numberer idgen.Numberer, opts ...pipeline.Opt) (*baseline, erro
 		// so End failed with "context deadline exceeded" and the batch
 		// was retried for good. Its slow transactions are what is
 		// measured, not these bounds.
-		opts = append(opts, pipeline.TransactionTimeout(perRecordTxnTimeout), pipeline.ShutdownTimeout(perRecordTxnTimeout))
+		s.TransactionTimeout, s.ShutdownTimeout = perRecordTxnTimeout, perRecordTxnTimeout
 	}
-	cfg, output, err := pipeline.LoopConfig(opts...)
+	cfg, output, err := pipeline.LoopConfig(s, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -31,7 +32,10 @@ import (
 
 // Config says what to measure and against what.
 type Config struct {
-	Brokers     []string // Kafka; the caller starts kfake if it has none
+	// Loop is the loop's settings of every measured worker: Brokers is
+	// required (the caller starts kfake if it has none); each measurement
+	// sets its own Topics, Group and InstanceID.
+	Loop        loop.Settings
 	NewNumberer func() (*idgen.Generator, error)
 	Duration    time.Duration // each throughput window
 	Pairs       int           // passthrough/worker pairs, run interleaved
@@ -45,7 +49,6 @@ type Config struct {
 	// Lanes is the worker's lanes (pipeline.NewLanes; 0 is 1). The
 	// passthrough and per-record baselines run one session.
 	Lanes    int
-	Log      *slog.Logger
 	Progress func(string) // a line per step, or nil
 	// PairsOnly skips per_record and latency (for sweeps over a setting).
 	PairsOnly bool
@@ -106,12 +109,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Progress == nil {
 		cfg.Progress = func(string) {}
 	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
+	if cfg.Loop.Logger == nil {
+		cfg.Loop.Logger = slog.New(slog.DiscardHandler)
 	}
 	res := &Result{RecordsPerSec: map[string]float64{}, RecordBytes: cfg.RecordBytes, DurationSec: cfg.Duration.Seconds()}
 	b := &runner{cfg: cfg, adm: nil}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Loop.Brokers...))
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +247,7 @@ func (b *runner) topics(ctx context.Context, name string) (in, out string, clean
 // second (0: as fast as the worker drains them), staying at most ahead
 // records ahead of done(). Each record carries its send time in a header.
 func (b *runner) feed(ctx context.Context, topic string, rate float64, done func() int64, ahead int64) (*int64, func(), error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.cfg.Brokers...), kgo.ProducerLinger(2*time.Millisecond),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.cfg.Loop.Brokers...), kgo.ProducerLinger(2*time.Millisecond),
 		kgo.MaxBufferedRecords(20000), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	if err != nil {
 		return nil, nil, err
@@ -284,6 +287,14 @@ func (b *runner) feed(ctx context.Context, topic string, rate float64, done func
 	return &sent, func() { cancel(); wg.Wait(); cl.Close() }, nil
 }
 
+// settings are the loop's settings of a measurement that reads topic in:
+// its own group and instance.
+func (b *runner) settings(in string) loop.Settings {
+	s := b.cfg.Loop
+	s.Topics, s.Group, s.InstanceID = []string{in}, in+"-g", in
+	return s
+}
+
 // throughput runs name ("worker", or the baselines "passthrough" and
 // "per_record") with numbers from g against a fed topic and returns the
 // committed records per second over the measurement window, after a
@@ -294,22 +305,20 @@ func (b *runner) throughput(ctx context.Context, name string, g *idgen.Generator
 		return 0, err
 	}
 	defer cleanup()
-	opts := append([]pipeline.Opt{
-		pipeline.Brokers(b.cfg.Brokers...), pipeline.InputTopics(in), pipeline.OutputTopic(out),
-		pipeline.Group(in + "-g"), pipeline.InstanceID(in), pipeline.Logger(b.cfg.Log),
-	}, b.cfg.Worker...)
+	opts := append([]pipeline.Opt{pipeline.OutputTopic(out)}, b.cfg.Worker...)
+	s := b.settings(in)
 	var w measured
 	switch name {
 	case "worker":
-		wk, err := pipeline.NewLanes(max(b.cfg.Lanes, 1), append(opts, pipeline.Numbers(g))...)
+		wk, err := pipeline.NewLanes(max(b.cfg.Lanes, 1), s, append(opts, pipeline.Numbers(g))...)
 		if err != nil {
 			return 0, err
 		}
 		w = workerRun{wk}
 	case "per_record":
-		w, err = newBaseline(g, opts...)
+		w, err = newBaseline(g, s, opts...)
 	default:
-		w, err = newBaseline(nil, opts...)
+		w, err = newBaseline(nil, s, opts...)
 	}
 	if err != nil {
 		return 0, err
@@ -397,11 +406,10 @@ func (b *runner) latency(ctx context.Context, rate float64, g *idgen.Generator) 
 	}
 	defer cleanup()
 	reg := prometheus.NewRegistry()
-	w, err := pipeline.NewLanes(max(b.cfg.Lanes, 1), append([]pipeline.Opt{
-		pipeline.Brokers(b.cfg.Brokers...), pipeline.InputTopics(in), pipeline.OutputTopic(out),
-		pipeline.Group(in + "-g"), pipeline.InstanceID(in), pipeline.Logger(b.cfg.Log), pipeline.Numbers(g),
-		pipeline.Registerer(reg),
-	}, b.cfg.Worker...)...)
+	s := b.settings(in)
+	s.Registerer = reg
+	w, err := pipeline.NewLanes(max(b.cfg.Lanes, 1), s, append([]pipeline.Opt{pipeline.OutputTopic(out), pipeline.Numbers(g)},
+		b.cfg.Worker...)...)
 	if err != nil {
 		return res, err
 	}
@@ -413,7 +421,7 @@ func (b *runner) latency(ctx context.Context, rate float64, g *idgen.Generator) 
 		}
 		return res, fmt.Errorf("latency: worker never joined its group")
 	}
-	cons, err := kgo.NewClient(kgo.SeedBrokers(b.cfg.Brokers...), kgo.ConsumeTopics(out),
+	cons, err := kgo.NewClient(kgo.SeedBrokers(b.cfg.Loop.Brokers...), kgo.ConsumeTopics(out),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(10*time.Millisecond))
 	if err != nil {
 		return res, err

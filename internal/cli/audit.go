@@ -93,15 +93,11 @@ func (cfg *auditConfig) run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts = append(opts, audit.Logger(log), audit.Registerer(reg))
-	guard, err := cfg.consume.orphanGuardHook(log, reg)
+	st, err := cfg.consume.settings(&cfg.kafka, cfg.consume.inputTopics.Value(), log, reg)
 	if err != nil {
 		return err
 	}
-	if guard != nil {
-		opts = append(opts, audit.BeforeProduce(guard))
-	}
-	a, err := audit.New(opts...)
+	a, err := audit.New(st, opts...)
 	if err != nil {
 		return asUsage(err)
 	}
@@ -111,8 +107,9 @@ func (cfg *auditConfig) run(c *cli.Context) error {
 	return a.Run(c.Context)
 }
 
-// auditOptions turns audit's flags into the auditor's options: the one
-// place the CLI builds them.
+// auditOptions turns audit's flags into the auditor's own options (the
+// loop's settings are consumeConfig.settings'): the one place the CLI
+// builds them.
 func (cfg *auditConfig) auditOptions(c *cli.Context) ([]audit.Opt, error) {
 	cc := &cfg.consume
 	inputs := cc.inputTopics.Value()
@@ -122,10 +119,6 @@ func (cfg *auditConfig) auditOptions(c *cli.Context) ([]audit.Opt, error) {
 	l, err := cfg.layout.layout()
 	if err != nil {
 		return nil, asUsage(err)
-	}
-	kopts, err := cfg.kafka.opts()
-	if err != nil {
-		return nil, err
 	}
 	vf, err := cfg.readFormat(l)
 	if err != nil {
@@ -137,11 +130,7 @@ func (cfg *auditConfig) auditOptions(c *cli.Context) ([]audit.Opt, error) {
 		topic = cfg.auditTopic
 	}
 	opts := []audit.Opt{
-		audit.Brokers(cfg.kafka.brokers.Value()...),
-		audit.InputTopics(inputs...),
 		audit.Topic(topic),
-		audit.Group(cc.group),
-		audit.InstanceID(cc.instanceID),
 		audit.Layout(l),
 		audit.NumberField(cfg.numberField),
 		audit.Format(vf),
@@ -150,12 +139,6 @@ func (cfg *auditConfig) auditOptions(c *cli.Context) ([]audit.Opt, error) {
 		audit.MaxSkew(cfg.maxSkew),
 		audit.MaxLag(cfg.maxLag),
 		audit.CatchUp(cfg.catchUpTimeout > 0, cfg.catchUpTimeout),
-		audit.MaxPollRecords(cc.maxPollRecords),
-		audit.TransactionTimeout(cc.txnTimeout),
-		audit.SessionTimeout(cc.sessionTimeout),
-		audit.ShutdownTimeout(cc.shutdownTimeout),
-		audit.TopicWait(cc.topicWait),
-		audit.KafkaOpts(kopts...),
 	}
 	for _, f := range []struct {
 		name, list string
@@ -179,9 +162,6 @@ func (cfg *auditConfig) auditOptions(c *cli.Context) ([]audit.Opt, error) {
 	}
 	if cfg.stdout {
 		opts = append(opts, audit.Stdout(c.App.Writer))
-	}
-	if cc.transactionalID != "" {
-		opts = append(opts, audit.TransactionalID(cc.transactionalID))
 	}
 	if cc.createTopics {
 		opts = append(opts, audit.CreateTopic())

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -229,7 +230,11 @@ func TestAuditCommandConfig(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				a, err := audit.New(opts...)
+				s, err := cfg.consume.settings(&cfg.kafka, cfg.consume.inputTopics.Value(), slog.New(slog.DiscardHandler), nil)
+				if err != nil {
+					return err
+				}
+				a, err := audit.New(s, opts...)
 				if err != nil {
 					return err
 				}

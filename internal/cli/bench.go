@@ -44,19 +44,17 @@ const (
 
 // benchConfig is what `flakestream bench` reads from its flags.
 type benchConfig struct {
-	brokers                cli.StringSlice
+	kafka                  kafkaConfig   // --brokers only
+	consume                consumeConfig // --max-poll-records, --topic-wait, --top-up-wait, --lanes
 	redis                  string
 	duration               time.Duration
 	pairs, recordBytes     int
 	partitions             int
-	maxPollRecords         int
 	parallelism            int
-	topicWait, topUpWait   time.Duration
 	latencyRate            int
 	json, pairsOnly        bool
 	verbose                bool
 	cpuProfile, memProfile string
-	lanes                  int
 	layout                 layoutConfig
 	codec                  codecConfig
 	schema                 schemaConfig
@@ -68,17 +66,17 @@ func benchCommand() *cli.Command {
 		Name:  "bench",
 		Usage: "measure throughput with and without numbering, the origin's way, reservations alone, latency and memory",
 		Flags: concat([]cli.Flag{
-			brokersFlag(&cfg.brokers, nil, "Kafka brokers (default: an embedded kfake cluster)"),
+			brokersFlag(&cfg.kafka.brokers, nil, "Kafka brokers (default: an embedded kfake cluster)"),
 			redisURLFlag(&cfg.redis, "", "Redis URL (default: an embedded miniredis; pass a real one for real figures)"),
 			durationFlag(flagDuration, &cfg.duration, defaultBenchDuration, "length of each throughput window"),
 			intFlag(flagPairs, &cfg.pairs, defaultBenchPairs, "passthrough/worker measurements, interleaved"),
 			intFlag(flagRecordBytes, &cfg.recordBytes, defaultBenchRecordBytes, "size of each order event"),
 			partitionsFlag(&cfg.partitions, "partitions of every bench topic"),
-			intFlag(flagMaxPollRecords, &cfg.maxPollRecords, pipeline.DefaultMaxPollRecords, "records per transaction at most"),
+			cfg.consume.flag(flagMaxPollRecords),
 			intFlag(flagParallelism, &cfg.parallelism, runtime.GOMAXPROCS(0), "goroutines numbering one batch"),
-			topicWaitFlag(&cfg.topicWait),
-			topUpWaitFlag(&cfg.topUpWait),
-			intFlag(flagLanes, &cfg.lanes, pipeline.DefaultLanes, "the worker's lanes, as run's --lanes (the passthrough and per-record baselines run one session)"),
+			cfg.consume.flag(flagTopicWait),
+			cfg.consume.flag(flagTopUpWait),
+			intFlag(flagLanes, &cfg.consume.lanes, pipeline.DefaultLanes, "the worker's lanes, as run's --lanes (the passthrough and per-record baselines run one session)"),
 			intFlag(flagLatencyRate, &cfg.latencyRate, defaultBenchLatencyRate, "input rate (orders/s) of the first latency measurement, send to read_committed visibility; the second runs at half the worker's throughput (0: only the second)"),
 			jsonFlag(&cfg.json, "print one JSON object"),
 			boolFlag(flagPairsOnly, &cfg.pairsOnly, "measure only passthrough and worker (for sweeps over a setting such as --max-poll-records)"),
@@ -99,7 +97,7 @@ func (cfg *benchConfig) run(c *cli.Context) error {
 	if cfg.verbose {
 		log = slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
 	}
-	brokers, kafkaKind := cfg.brokers.Value(), "external"
+	brokers, kafkaKind := cfg.kafka.brokers.Value(), "external"
 	if len(brokers) == 0 {
 		// The cleaner runs often so that topic retention bounds the
 		// embedded broker's memory during the run.
@@ -148,7 +146,10 @@ func (cfg *benchConfig) run(c *cli.Context) error {
 		return err
 	}
 	defer stopReg()
-	bc := cfg.benchOptions(brokers, l, seq, log, progress)
+	bc, err := cfg.benchOptions(brokers, l, seq, log, progress)
+	if err != nil {
+		return err
+	}
 	if regKind != "" {
 		if err := cfg.withFormat(c.Context, &bc, l); err != nil {
 			return err
@@ -164,7 +165,12 @@ func (cfg *benchConfig) run(c *cli.Context) error {
 
 // benchOptions turns bench's flags into the bench's configuration: the one
 // place the CLI builds it.
-func (cfg *benchConfig) benchOptions(brokers []string, l idgen.Layout, seq idgen.Sequencer, log *slog.Logger, progress func(string)) bench.Config {
+func (cfg *benchConfig) benchOptions(brokers []string, l idgen.Layout, seq idgen.Sequencer, log *slog.Logger, progress func(string)) (bench.Config, error) {
+	s, err := cfg.consume.settings(&cfg.kafka, nil, log, nil)
+	if err != nil {
+		return bench.Config{}, err
+	}
+	s.Brokers = brokers // the embedded kfake's without --brokers
 	worker := int64(0)
 	newGen := func() (*idgen.Generator, error) {
 		// A worker ID of its own for every measurement, so no
@@ -173,12 +179,11 @@ func (cfg *benchConfig) benchOptions(brokers []string, l idgen.Layout, seq idgen
 		return idgen.New(idgen.Settings{Layout: l, WorkerID: worker, Sequencer: seq})
 	}
 	return bench.Config{
-		Brokers: brokers, NewNumberer: newGen, Duration: cfg.duration, Pairs: max(cfg.pairs, 1),
-		RecordBytes: cfg.recordBytes, Partitions: int32(cfg.partitions), Log: log, Progress: progress,
-		PairsOnly: cfg.pairsOnly, LatencyRate: float64(cfg.latencyRate), Lanes: cfg.lanes,
-		Worker: []pipeline.Opt{pipeline.MaxPollRecords(cfg.maxPollRecords), pipeline.Parallelism(cfg.parallelism),
-			pipeline.TopicWait(cfg.topicWait), pipeline.TopUpWait(cfg.topUpWait)},
-	}
+		Loop: s, NewNumberer: newGen, Duration: cfg.duration, Pairs: max(cfg.pairs, 1),
+		RecordBytes: cfg.recordBytes, Partitions: int32(cfg.partitions), Progress: progress,
+		PairsOnly: cfg.pairsOnly, LatencyRate: float64(cfg.latencyRate), Lanes: cfg.consume.lanes,
+		Worker: []pipeline.Opt{pipeline.Parallelism(cfg.parallelism), pipeline.TopUpWait(cfg.consume.topUpWait)},
+	}, nil
 }
 
 // withFormat makes the bench feed Avro or Protobuf demo orders (their own

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flakestream/flakestream/internal/txnguard"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v2"
@@ -66,6 +67,10 @@ type consumeConfig struct {
 	topicWait        time.Duration
 	topUpWait        time.Duration
 	lanes            int
+
+	// defined holds the flags the command has, so that settings leaves a
+	// setting the command has no flag for at the loop's default.
+	defined map[string]bool
 }
 
 // flags returns the flags of names, in that order. A name outside the
@@ -79,6 +84,10 @@ func (cc *consumeConfig) flags(names ...string) []cli.Flag {
 }
 
 func (cc *consumeConfig) flag(name string) cli.Flag {
+	if cc.defined == nil {
+		cc.defined = map[string]bool{}
+	}
+	cc.defined[name] = true
 	switch name {
 	case flagInputTopic:
 		return stringSliceFlag(name, &cc.inputTopics, nil, "topic to read: order events (run) or numbered events (audit); repeat for several; required")
@@ -98,7 +107,7 @@ func (cc *consumeConfig) flag(name string) cli.Flag {
 	case flagCreateTopics:
 		return boolFlag(name, &cc.createTopics, "create a missing output, DLQ or audit topic with the input's partition count instead of refusing to start")
 	case flagMaxPollRecords:
-		return intFlag(name, &cc.maxPollRecords, pipeline.DefaultMaxPollRecords, "records per transaction at most")
+		return intFlag(name, &cc.maxPollRecords, loop.DefaultMaxPollRecords, "records per transaction at most")
 	case flagMaxBufferedRecords:
 		return intFlag(name, &cc.maxBuffered, pipeline.DefaultMaxBufferedRecords, "records buffered for producing at most")
 	case flagFetchMaxBytes:
@@ -106,13 +115,13 @@ func (cc *consumeConfig) flag(name string) cli.Flag {
 	case flagLinger:
 		return durationFlag(name, &cc.linger, 0, "producer linger (each transaction flushes at its end anyway)")
 	case flagTxnTimeout:
-		return durationFlag(name, &cc.txnTimeout, pipeline.DefaultTransactionTimeout, "transaction timeout: how long readers wait behind an instance that died mid-transaction and never came back")
+		return durationFlag(name, &cc.txnTimeout, loop.DefaultTransactionTimeout, "transaction timeout: how long readers wait behind an instance that died mid-transaction and never came back")
 	case flagSessionTimeout:
-		return durationFlag(name, &cc.sessionTimeout, pipeline.DefaultSessionTimeout, "group session timeout: how long the group waits for a dead member before handing its partitions on")
+		return durationFlag(name, &cc.sessionTimeout, loop.DefaultSessionTimeout, "group session timeout: how long the group waits for a dead member before handing its partitions on")
 	case flagStaticMembership:
 		return boolFlag(name, &cc.staticMembership, "join as static member --instance-id (KIP-345): a restart under the same ID takes its partitions back without a rebalance; a member gone for good is removed only after --session-timeout")
 	case flagShutdownTimeout:
-		return durationFlag(name, &cc.shutdownTimeout, pipeline.DefaultShutdownTimeout, "bound on finishing the open transaction and leaving the group after a signal")
+		return durationFlag(name, &cc.shutdownTimeout, loop.DefaultShutdownTimeout, "bound on finishing the open transaction and leaving the group after a signal")
 	case flagTopicWait:
 		return topicWaitFlag(&cc.topicWait)
 	case flagTopUpWait:
@@ -128,7 +137,7 @@ func (cc *consumeConfig) flag(name string) cli.Flag {
 // topicWaitFlag is --topic-wait, of every command that runs the
 // exactly-once loop (run, audit, replay, bench).
 func topicWaitFlag(dst *time.Duration) cli.Flag {
-	return durationFlag(flagTopicWait, dst, pipeline.DefaultTopicWait, "at start, wait this long for an input, output or DLQ topic that does not exist yet or has a partition without a leader yet (topics created just before the workers start), logging each one; then a missing output or DLQ is an error (0: no wait)")
+	return durationFlag(flagTopicWait, dst, loop.DefaultTopicWait, "at start, wait this long for an input, output or DLQ topic that does not exist yet or has a partition without a leader yet (topics created just before the workers start), logging each one; then a missing output or DLQ is an error (0: no wait)")
 }
 
 // topUpWaitFlag is --top-up-wait, of run and bench.
@@ -136,8 +145,33 @@ func topUpWaitFlag(dst *time.Duration) cli.Flag {
 	return durationFlag(flagTopUpWait, dst, pipeline.DefaultTopUpWait, "after a poll that returned fewer than --max-poll-records records, wait up to this long for one more fetch and number its records in the same transaction: at a low input rate, what arrived during the last transaction is committed one transaction sooner (0: off)")
 }
 
+// settings are the loop's settings, from the consume and kafka groups: the
+// one place the CLI builds them, for run, audit, replay, bench and verify.
+// topics are the topics consumed; log and reg (nil: none) are the
+// product's logger and metrics. A setting the command has no flag for is
+// left at the loop's default.
+func (cc *consumeConfig) settings(k *kafkaConfig, topics []string, log *slog.Logger, reg prometheus.Registerer) (loop.Settings, error) {
+	kopts, err := k.opts()
+	if err != nil {
+		return loop.Settings{}, err
+	}
+	guard, err := cc.orphanGuardHook(log, reg)
+	if err != nil {
+		return loop.Settings{}, err
+	}
+	s := loop.Settings{
+		Brokers: k.brokers.Value(), Topics: topics, Group: cc.group, InstanceID: cc.instanceID, TransactionalID: cc.transactionalID,
+		MaxPollRecords: cc.maxPollRecords, TransactionTimeout: cc.txnTimeout, SessionTimeout: cc.sessionTimeout,
+		ShutdownTimeout: cc.shutdownTimeout, Logger: log, Registerer: reg, KafkaOpts: kopts, BeforeProduce: guard,
+	}
+	if cc.defined[flagTopicWait] {
+		s.TopicWait = loop.NoWait(cc.topicWait) // --topic-wait 0: no wait
+	}
+	return s, nil
+}
+
 // orphanGuardHook returns the orphaned-transaction guard's hook for the
-// exactly-once loop (pipeline.BeforeProduce, audit.BeforeProduce), or nil
+// exactly-once loop (loop.Settings.BeforeProduce), or nil
 // when --orphan-guard is off. The guard logs to log and registers its
 // counter on reg (nil: none); each check is bounded, since a broker may be
 // down, and the loop retries a failed one.

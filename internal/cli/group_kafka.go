@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kversion"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -38,7 +38,7 @@ type kafkaConfig struct {
 
 func (k *kafkaConfig) flags() []cli.Flag {
 	return []cli.Flag{
-		brokersFlag(&k.brokers, []string{pipeline.DefaultBroker}, "Kafka seed brokers, host:port (repeat, or comma-separate)"),
+		brokersFlag(&k.brokers, []string{loop.DefaultBroker}, "Kafka seed brokers, host:port (repeat, or comma-separate)"),
 		boolFlag(flagKafkaTLS, &k.tls, "connect to Kafka with TLS"),
 		stringFlag(flagKafkaTLSCA, &k.tlsCA, "", "PEM `FILE` of CAs to trust for Kafka TLS (default: the system pool)"),
 		stringFlag(flagKafkaTLSCert, &k.tlsCert, "", "PEM `FILE` of a client certificate for Kafka mTLS"),

@@ -5,10 +5,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/flakestream/flakestream/pipeline/replay"
-
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/pipeline/replay"
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 )
@@ -143,7 +142,7 @@ func (cfg *replayConfig) replayOptions(g *idgen.Generator, rc redis.UniversalCli
 	if err != nil {
 		return replay.Config{}, err
 	}
-	kopts, err := cfg.kafka.opts()
+	s, err := cc.settings(&cfg.kafka, []string{cc.inputTopic}, log, nil)
 	if err != nil {
 		return replay.Config{}, err
 	}
@@ -151,27 +150,19 @@ func (cfg *replayConfig) replayOptions(g *idgen.Generator, rc redis.UniversalCli
 	if dlq == "" {
 		dlq = cc.outputTopic + ".dlq"
 	}
-	worker := []pipeline.Opt{pipeline.Numbers(g), pipeline.Codec(cd), pipeline.Format(vf), pipeline.DLQTopic(dlq), pipeline.Logger(log),
-		pipeline.MaxPollRecords(cc.maxPollRecords), pipeline.TransactionTimeout(cc.txnTimeout), pipeline.TopicWait(cc.topicWait)}
+	worker := []pipeline.Opt{pipeline.Numbers(g), pipeline.Codec(cd), pipeline.Format(vf), pipeline.DLQTopic(dlq)}
 	if idem != nil {
 		worker = append(worker, pipeline.WithIdempotency(idem))
 	}
 	if cc.createTopics {
 		worker = append(worker, pipeline.CreateTopics())
 	}
-	guard, err := cc.orphanGuardHook(log, nil)
-	if err != nil {
-		return replay.Config{}, err
-	}
-	if guard != nil {
-		worker = append(worker, pipeline.BeforeProduce(guard))
-	}
 	id := cfg.replayID
 	if id == "" {
 		id = replay.ID(cc.inputTopic, cc.outputTopic, from, to)
 	}
 	return replay.Config{
-		Brokers: cfg.kafka.brokers.Value(), KafkaOpts: kopts, Input: cc.inputTopic, Output: cc.outputTopic, From: from, To: to, ID: id,
+		Loop: s, Input: cc.inputTopic, Output: cc.outputTopic, From: from, To: to, ID: id,
 		Redis: rc, RedisPrefix: cfg.redis.prefix, Worker: worker,
 	}, nil
 }

@@ -86,15 +86,11 @@ func (cfg *runConfig) run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts = append(opts, pipeline.Logger(log), pipeline.Registerer(reg))
-	guard, err := cfg.consume.orphanGuardHook(log, reg)
+	s, err := cfg.consume.settings(&cfg.kafka, cfg.consume.inputTopics.Value(), log, reg)
 	if err != nil {
 		return err
 	}
-	if guard != nil {
-		opts = append(opts, pipeline.BeforeProduce(guard))
-	}
-	w, err := pipeline.NewLanes(cfg.consume.lanes, opts...)
+	w, err := pipeline.NewLanes(cfg.consume.lanes, s, opts...)
 	if err != nil {
 		return asUsage(err)
 	}
@@ -106,8 +102,9 @@ func (cfg *runConfig) run(c *cli.Context) error {
 	return w.Run(c.Context)
 }
 
-// workerOptions turns run's flags into the worker's options: the one place
-// the CLI builds them. idem is nil without an idempotency key.
+// workerOptions turns run's flags into the worker's own options (the
+// loop's settings are consumeConfig.settings'): the one place the CLI
+// builds them. idem is nil without an idempotency key.
 func (cfg *runConfig) workerOptions(g *idgen.Generator, idem *pipeline.Idempotency) ([]pipeline.Opt, error) {
 	cc := &cfg.consume
 	inputs := cc.inputTopics.Value()
@@ -122,39 +119,22 @@ func (cfg *runConfig) workerOptions(g *idgen.Generator, idem *pipeline.Idempoten
 	if err != nil {
 		return nil, err
 	}
-	kopts, err := cfg.kafka.opts()
-	if err != nil {
-		return nil, err
-	}
 	opts := []pipeline.Opt{
-		pipeline.Brokers(cfg.kafka.brokers.Value()...),
-		pipeline.InputTopics(inputs...),
 		pipeline.OutputTopic(cc.outputTopic),
-		pipeline.Group(cc.group),
-		pipeline.InstanceID(cc.instanceID),
 		pipeline.Numbers(g),
 		pipeline.Codec(cd),
 		pipeline.Format(vf),
 		pipeline.Start(pipeline.StartOffset(cc.startOffset)),
-		pipeline.MaxPollRecords(cc.maxPollRecords),
 		pipeline.MaxBufferedRecords(cc.maxBuffered),
 		pipeline.FetchMaxBytes(int32(cc.fetchMaxBytes)),
 		pipeline.Linger(cc.linger),
-		pipeline.TransactionTimeout(cc.txnTimeout),
-		pipeline.ShutdownTimeout(cc.shutdownTimeout),
-		pipeline.TopicWait(cc.topicWait),
 		pipeline.TopUpWait(cc.topUpWait),
-		pipeline.SessionTimeout(cc.sessionTimeout),
-		pipeline.KafkaOpts(kopts...),
 	}
 	if cc.staticMembership {
 		opts = append(opts, pipeline.StaticMembership())
 	}
 	if cc.dlqTopic != "" {
 		opts = append(opts, pipeline.DLQTopic(cc.dlqTopic))
-	}
-	if cc.transactionalID != "" {
-		opts = append(opts, pipeline.TransactionalID(cc.transactionalID))
 	}
 	if cc.createTopics {
 		opts = append(opts, pipeline.CreateTopics())

@@ -126,7 +126,8 @@ func (cfg *verifyConfig) verify(c *cli.Context) (verify.Result, error) {
 	if err != nil {
 		return verify.Result{}, err
 	}
-	kopts, err := cfg.kafka.opts()
+	// verify runs no loop, but reaches the cluster as the products do.
+	s, err := cc.settings(&cfg.kafka, inputs, log, nil)
 	if err != nil {
 		return verify.Result{}, err
 	}
@@ -135,7 +136,7 @@ func (cfg *verifyConfig) verify(c *cli.Context) (verify.Result, error) {
 	if dlq == "" {
 		dlq, optional = inputs[0]+".dlq", true
 	}
-	res, err := verify.Run(c.Context, verify.Config{Brokers: cfg.kafka.brokers.Value(), KafkaOpts: kopts, Inputs: inputs,
+	res, err := verify.Run(c.Context, verify.Config{Brokers: s.Brokers, KafkaOpts: s.KafkaOpts, Inputs: inputs,
 		Output: cc.outputTopic, DLQ: dlq, OptionalDLQ: optional, From: from, To: to, Format: f, Progress: prog.update,
 		Log: log, StallTimeout: cfg.stallTimeout, Planned: limitMemory})
 	prog.finish(err == nil)

@@ -9,6 +9,8 @@ import (
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/verify"
 	"github.com/flakestream/flakestream/pipeline/audit"
+	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // auditor is the audit consumer of the demo: in-process, on the numbered
@@ -26,13 +28,12 @@ const auditGroup = "flakestream-demo-audit"
 // startAudit starts auditing the numbered topic with the defaults of the
 // audit command (a 10-minute dup window, 5 s of skew, 5 minutes of lag).
 // The demo's numbers come from server 1 (this run) and 2 (an earlier run),
-// so those are the allowed servers. extra adds options (a registerer).
-func startAudit(ctx context.Context, brokers []string, l idgen.Layout, log *slog.Logger, extra ...audit.Opt) (*auditor, error) {
+// so those are the allowed servers. reg, if set, receives its metrics.
+func startAudit(ctx context.Context, brokers []string, l idgen.Layout, log *slog.Logger, reg prometheus.Registerer) (*auditor, error) {
 	d := &auditor{done: make(chan error, 1), sum: auditSummary{topic: auditTopic}}
-	a, err := audit.New(append([]audit.Opt{audit.Brokers(brokers...), audit.InputTopics(outputTopic),
-		audit.Topic(auditTopic), audit.CreateTopic(), audit.Group(auditGroup),
-		audit.InstanceID("demo"), audit.Layout(l), audit.AllowedServers(1, 2),
-		audit.Logger(log)}, extra...)...)
+	a, err := audit.New(loop.Settings{Brokers: brokers, Topics: []string{outputTopic}, Group: auditGroup,
+		InstanceID: "demo", Logger: log, Registerer: reg},
+		audit.Topic(auditTopic), audit.CreateTopic(), audit.Layout(l), audit.AllowedServers(1, 2))
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/internal/verify"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -56,13 +57,13 @@ func Run(ctx context.Context, n int, parts int32, log *slog.Logger, format Forma
 		return nil, err
 	}
 
-	took, err := runWorker(ctx, n, append(workerOptions(brokers, gen, cd, log), pipeline.Format(vf)))
+	took, err := runWorker(ctx, n, workerSettings(brokers, log), append(workerOptions(gen, cd), pipeline.Format(vf)))
 	if err != nil {
 		return nil, err
 	}
 	// The audit runs after the worker, so that the worker's figure above
 	// is its own.
-	aud, err := startAudit(ctx, brokers, gen.Layout(), log)
+	aud, err := startAudit(ctx, brokers, gen.Layout(), log, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -112,8 +113,8 @@ func Events(ctx context.Context, f codec.Format, input string) (func(i int) []by
 
 // runWorker runs a worker with opts until it has read all n orders,
 // then stops it, and returns how long the n took.
-func runWorker(ctx context.Context, n int, opts []pipeline.Opt) (time.Duration, error) {
-	w, err := pipeline.NewWorker(opts...)
+func runWorker(ctx context.Context, n int, s loop.Settings, opts []pipeline.Opt) (time.Duration, error) {
+	w, err := pipeline.NewWorker(s, opts...)
 	if err != nil {
 		return 0, err
 	}
@@ -198,12 +199,14 @@ func records(topic string, parts int32, n int, events func(int) []byte) []*kgo.R
 	return recs
 }
 
-// workerOptions are the options of the demo's worker: the one place the
-// demos build them.
-func workerOptions(brokers []string, gen *idgen.Generator, cd *codec.Codec, log *slog.Logger) []pipeline.Opt {
-	return []pipeline.Opt{pipeline.Brokers(brokers...), pipeline.InputTopics(inputTopic), pipeline.OutputTopic(outputTopic),
-		pipeline.DLQTopic(dlqTopic), pipeline.Group(workerGroup), pipeline.InstanceID("demo"),
-		pipeline.Numbers(gen), pipeline.Codec(cd), pipeline.Logger(log)}
+// workerSettings and workerOptions are the loop's settings and the
+// options of the demo's worker: the one place the demos build them.
+func workerSettings(brokers []string, log *slog.Logger) loop.Settings {
+	return loop.Settings{Brokers: brokers, Topics: []string{inputTopic}, Group: workerGroup, InstanceID: "demo", Logger: log}
+}
+
+func workerOptions(gen *idgen.Generator, cd *codec.Codec) []pipeline.Opt {
+	return []pipeline.Opt{pipeline.OutputTopic(outputTopic), pipeline.DLQTopic(dlqTopic), pipeline.Numbers(gen), pipeline.Codec(cd)}
 }
 
 // numberedFirst reorders the orders so that, in each partition, the ones

@@ -11,7 +11,6 @@ import (
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/verify"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/audit"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -136,8 +135,9 @@ func newServeStack(cfg ServeConfig) (_ *serveStack, err error) {
 		return nil, err
 	}
 	st.closers = append(st.closers, st.prod.cl.Close)
-	st.w, err = pipeline.NewWorker(append(workerOptions(st.brokers, gen, cd, cfg.Log),
-		pipeline.Registerer(st.wreg))...)
+	ws := workerSettings(st.brokers, cfg.Log)
+	ws.Registerer = st.wreg
+	st.w, err = pipeline.NewWorker(ws, workerOptions(gen, cd)...)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +180,7 @@ func (st *serveStack) start(base context.Context, cfg ServeConfig) (_ *serveRun,
 	r.stopWorker = stopWorker
 	r.stops = append(r.stops, stopWorker)
 	go func() { r.wdone <- st.w.Run(wctx) }()
-	if r.aud, err = startAudit(base, st.brokers, st.layout, cfg.Log, audit.Registerer(cfg.AuditRegistry)); err != nil {
+	if r.aud, err = startAudit(base, st.brokers, st.layout, cfg.Log, cfg.AuditRegistry); err != nil {
 		return nil, err
 	}
 	r.stops = append(r.stops, r.aud.stop)

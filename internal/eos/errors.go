@@ -4,45 +4,15 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kerr"
-)
-
-// Errors of configuration: New returns them before anything connects. The
-// messages keep the "pipeline:" prefix they had before the loop moved here,
-// since users and scripts match on them.
-var (
-	ErrNoBrokers  = errors.New("pipeline: no brokers")
-	ErrNoInput    = errors.New("pipeline: no input topic")
-	ErrNoGroup    = errors.New("pipeline: no consumer group")
-	ErrNoInstance = errors.New("pipeline: no instance id")
-	ErrSameTopic  = errors.New("pipeline: output or dlq topic is also an input topic")
-	ErrBadConfig  = errors.New("pipeline: invalid configuration")
-)
-
-// Errors of a running loop: Run returns them (ErrFatal, ErrMissingTopic) or
-// reports them through Ready while it retries (ErrCommitAborted).
-var (
-	// ErrMissingTopic: a topic the step produces to does not exist and
-	// may not be created. Fatal.
-	ErrMissingTopic = errors.New("pipeline: topic does not exist")
-	// ErrListTopics: the brokers did not answer a topic listing at the
-	// start of a session, after retries (wrong addresses, TLS or SASL
-	// settings, or the brokers are down). Fatal.
-	ErrListTopics = errors.New("list topics")
-	// ErrFatal: retrying cannot help (not authorized, a closed output);
-	// Run returns it. The cause is wrapped too, so errors.Is(err,
-	// kerr.TopicAuthorizationFailed) holds for the caller.
-	ErrFatal = errors.New("pipeline: fatal")
-	// ErrCommitAborted: a produce failed, so the transaction was aborted;
-	// its records are read again.
-	ErrCommitAborted = errors.New("pipeline: transaction aborted")
 )
 
 // errRestartSession asks for a new Kafka client and session.
 var errRestartSession = errors.New("pipeline: kafka session must be restarted")
 
 // FetchError is a fetch of one partition that failed. Fatal ones reach the
-// caller wrapped in ErrFatal; the others are logged and retried.
+// caller wrapped in loop.ErrFatal; the others are logged and retried.
 type FetchError struct {
 	Topic     string
 	Partition int32
@@ -86,7 +56,7 @@ func IsFatalKafka(err error) bool {
 // included, see IsFatalKafka) asks for a new session.
 func txnError(op, txnID string, err error) error {
 	if IsFatalKafka(err) {
-		return fmt.Errorf("%w: %s: %w (not authorized for transactional ID %q)", ErrFatal, op, err, txnID)
+		return fmt.Errorf("%w: %s: %w (not authorized for transactional ID %q)", loop.ErrFatal, op, err, txnID)
 	}
 	if errors.Is(err, kerr.ProducerFenced) {
 		return fmt.Errorf("%w: %s: %w (the broker fenced transactional ID %q: its transaction timed out while this process hung, "+

@@ -3,25 +3,30 @@ package audit
 import (
 	"context"
 	"errors"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/flakestream/flakestream/internal/e2e"
-	"github.com/flakestream/flakestream/internal/pipetest"
-	"github.com/flakestream/flakestream/pipeline"
-
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/internal/e2e"
 	"github.com/flakestream/flakestream/internal/orders"
+	"github.com/flakestream/flakestream/internal/pipetest"
 	"github.com/flakestream/flakestream/internal/testenv"
 	"github.com/flakestream/flakestream/internal/verify"
+	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
+
+// setLoop changes the loop's settings from a test's option list, so that
+// the helpers below can take a test's settings and options as one list.
+func setLoop(f func(*loop.Settings)) Opt { return func(c *cfg) { f(&c.eos.Settings) } }
 
 // auditRun is an auditor running in a goroutine of the test.
 type auditRun struct {
@@ -32,9 +37,9 @@ type auditRun struct {
 // startAuditor runs an auditor on brokers until stop or the end of the test.
 func startAuditor(t testing.TB, brokers []string, opts ...Opt) *auditRun {
 	t.Helper()
-	base := []Opt{Brokers(brokers...), TransactionTimeout(5 * time.Second),
-		Backoff(50*time.Millisecond, 500*time.Millisecond), Logger(pipetest.Logger(t)), CatchUp(true, 20*time.Second)}
-	a, err := New(append(base, opts...)...)
+	s := loop.Settings{Brokers: brokers, TransactionTimeout: 5 * time.Second,
+		BackoffMin: 50 * time.Millisecond, BackoffMax: 500 * time.Millisecond, Logger: pipetest.Logger(t)}
+	a, err := New(s, append([]Opt{CatchUp(true, 20*time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,10 +51,9 @@ func (r *auditRun) stop(t testing.TB) { r.Stop(t) }
 // startWorker runs the worker that numbers e's input into e's output.
 func startWorker(t testing.TB, e *pipetest.Env) {
 	t.Helper()
-	w, err := pipeline.NewWorker(pipeline.Brokers(e.Kafka.Addrs...), pipeline.InputTopics(e.Input),
-		pipeline.OutputTopic(e.Out), pipeline.DLQTopic(e.DLQ), pipeline.Group(e.Group), pipeline.InstanceID("w"),
-		pipeline.Numbers(e.Generator(t, 1)), pipeline.Codec(e.Codec), pipeline.TransactionTimeout(5*time.Second),
-		pipeline.Logger(pipetest.Logger(t)))
+	w, err := pipeline.NewWorker(loop.Settings{Brokers: e.Kafka.Addrs, Topics: []string{e.Input}, Group: e.Group,
+		InstanceID: "w", TransactionTimeout: 5 * time.Second, Logger: pipetest.Logger(t)},
+		pipeline.OutputTopic(e.Out), pipeline.DLQTopic(e.DLQ), pipeline.Numbers(e.Generator(t, 1)), pipeline.Codec(e.Codec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,9 +201,7 @@ func TestAuditEndToEnd(t *testing.T) {
 	pipetest.RequireExactlyOnce(t, rep)
 	var stdout e2e.SyncBuffer
 	reg := prometheus.NewRegistry()
-	run := startAuditor(t, e.Kafka.Addrs, InputTopics(e.Out, third), Topic(auditTopic), Group(third+"-audit"),
-		InstanceID("a"), AllowedServers(1), Stdout(&stdout), Registerer(reg),
-		func(c *cfg) { c.eos.LagEvery = 100 * time.Millisecond })
+	run := startAuditor(t, e.Kafka.Addrs, setLoop(func(s *loop.Settings) { s.Topics = []string{e.Out, third} }), Topic(auditTopic), setLoop(func(s *loop.Settings) { s.Group = third + "-audit"; s.InstanceID = "a" }), AllowedServers(1), Stdout(&stdout), setLoop(func(s *loop.Settings) { s.Registerer = reg }), func(c *cfg) { c.eos.LagEvery = 100 * time.Millisecond })
 	total := int64(rep.Numbered + len(tp.recs))
 	waitAudited(t, total, run)
 	// Caught up, every partition lags by 0, the worker's 3 transactional
@@ -310,44 +312,50 @@ func counterValue(c prometheus.Counter) float64 {
 func TestAuditRefusesMissingTopic(t *testing.T) {
 	k := testenv.Kafka(t)
 	topic := k.NewTopic(t, 1)
-	a, err := New(Brokers(k.Addrs...), InputTopics(topic), Topic(topic+".nope"), TopicWait(300*time.Millisecond))
+	a, err := New(loop.Settings{Brokers: k.Addrs, Topics: []string{topic}, TopicWait: loop.NoWait(300 * time.Millisecond)}, Topic(topic+".nope"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Run(t.Context()); !errors.Is(err, ErrMissingTopic) {
-		t.Fatalf("Run = %v, want ErrMissingTopic naming the fix", err)
+	if err := a.Run(t.Context()); !errors.Is(err, loop.ErrMissingTopic) {
+		t.Fatalf("Run = %v, want loop.ErrMissingTopic naming the fix", err)
 	}
 }
 
 func TestNewAuditorValidates(t *testing.T) {
-	ok := []Opt{Brokers("x"), InputTopics("in")}
+	ok := loop.Settings{Brokers: []string{"x"}, Topics: []string{"in"}}
 	cases := []struct {
 		name string
+		s    loop.Settings
 		opts []Opt
 		want error
 	}{
-		{"no brokers", []Opt{InputTopics("in")}, ErrNoBrokers},
-		{"no input", []Opt{Brokers("x")}, ErrNoInput},
-		{"no group", append(ok, Group("")), ErrNoGroup},
-		{"audit topic is input", append(ok, Topic("in")), ErrSameTopic},
-		{"no instance", append(ok, Topic("a"), InstanceID("")), ErrNoInstance},
-		{"bad layout", append(ok, Layout(idgen.Layout{TimeBits: 41})), ErrBadConfig},
-		{"short window", append(ok, DupWindow(time.Millisecond)), ErrBadConfig},
-		{"no entries", append(ok, DupMaxEntries(0)), ErrBadConfig},
-		{"negative skew", append(ok, MaxSkew(-time.Second)), ErrBadConfig},
-		{"server outside the layout", append(ok, AllowedServers(1, 32)), ErrBadConfig},
-		{"worker outside the layout", append(ok, AllowedWorkers(-1)), ErrBadConfig},
-		{"empty field", append(ok, NumberField("")), ErrBadConfig},
+		{"no brokers", loop.Settings{Topics: []string{"in"}}, nil, loop.ErrNoBrokers},
+		{"no input", loop.Settings{Brokers: []string{"x"}}, nil, loop.ErrNoInput},
+		{"audit topic is input", ok, []Opt{Topic("in")}, loop.ErrSameTopic},
+		{"bad layout", ok, []Opt{Layout(idgen.Layout{TimeBits: 41})}, loop.ErrBadConfig},
+		{"short window", ok, []Opt{DupWindow(time.Millisecond)}, loop.ErrBadConfig},
+		{"no entries", ok, []Opt{DupMaxEntries(0)}, loop.ErrBadConfig},
+		{"negative skew", ok, []Opt{MaxSkew(-time.Second)}, loop.ErrBadConfig},
+		{"server outside the layout", ok, []Opt{AllowedServers(1, 32)}, loop.ErrBadConfig},
+		{"worker outside the layout", ok, []Opt{AllowedWorkers(-1)}, loop.ErrBadConfig},
+		{"empty field", ok, []Opt{NumberField("")}, loop.ErrBadConfig},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := New(c.opts...); !errors.Is(err, c.want) {
+			if _, err := New(c.s, c.opts...); !errors.Is(err, c.want) {
 				t.Fatalf("New = %v, want %v", err, c.want)
 			}
 		})
 	}
-	a, err := New(append(ok, Topic("in.audit"), InstanceID("pod-3"))...)
+	// A zero Group is the audit's own; a zero InstanceID the host name.
+	s := ok
+	s.InstanceID = "pod-3"
+	a, err := New(s, Topic("in.audit"))
 	if err != nil || a.TransactionalID() != "flakestream-flakestream-audit-pod-3" || a.cfg.dupWindow != 10*time.Minute {
 		t.Fatalf("defaults: %v %q %s", err, a.TransactionalID(), a.cfg.dupWindow)
+	}
+	host, _ := os.Hostname()
+	if a, err := New(ok, Topic("in.audit")); err != nil || a.TransactionalID() != "flakestream-flakestream-audit-"+host {
+		t.Fatalf("default instance: %v %q, want the host name %q", err, a.TransactionalID(), host)
 	}
 }

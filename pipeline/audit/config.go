@@ -1,33 +1,16 @@
 package audit
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/flakestream/flakestream/pipeline/loop"
 )
-
-// Errors of configuration: New returns them before anything connects.
-// They are the eos loop's values, the same as package pipeline's, so
-// errors.Is holds whichever package names them.
-var (
-	ErrBadConfig, ErrNoBrokers, ErrNoInput  = eos.ErrBadConfig, eos.ErrNoBrokers, eos.ErrNoInput
-	ErrNoGroup, ErrNoInstance, ErrSameTopic = eos.ErrNoGroup, eos.ErrNoInstance, eos.ErrSameTopic
-)
-
-// Errors of a running auditor: Run ends with ErrFatal (not authorized,
-// stdout closed) or ErrMissingTopic (no audit topic and
-// CreateTopic off); Ready reports ErrCommitAborted (a produce failed) while
-// the batch is retried.
-var ErrFatal, ErrMissingTopic, ErrCommitAborted = eos.ErrFatal, eos.ErrMissingTopic, eos.ErrCommitAborted
 
 // Opt configures an Auditor.
 type Opt func(*cfg)
@@ -71,11 +54,12 @@ const (
 	DefaultCatchUpTimeout = time.Minute
 )
 
-func defaultCfg() cfg {
-	e := eos.DefaultConfig("audit")
-	e.Group, e.MetricsNamespace = DefaultGroup, "flakestream_audit"
+func defaultCfg(s loop.Settings) cfg {
+	if s.Group == "" {
+		s.Group = DefaultGroup
+	}
 	return cfg{
-		eos:            e,
+		eos:            eos.Config{Settings: s, Name: "audit", MetricsNamespace: "flakestream_audit"},
 		layout:         idgen.DefaultLayout(),
 		field:          codec.DefaultField,
 		dupWindow:      DefaultDupWindow,
@@ -102,32 +86,32 @@ func (c *cfg) validate() error {
 		return err
 	}
 	if err := c.layout.Validate(); err != nil {
-		return fmt.Errorf("%w: layout: %w", ErrBadConfig, err)
+		return fmt.Errorf("%w: layout: %w", loop.ErrBadConfig, err)
 	}
 	if c.field == "" {
-		return fmt.Errorf("%w: empty number field name", ErrBadConfig)
+		return fmt.Errorf("%w: empty number field name", loop.ErrBadConfig)
 	}
 	if c.dupWindow < time.Second || c.dupWindow > 7*24*time.Hour {
-		return fmt.Errorf("%w: dup window %s: want 1s to 168h", ErrBadConfig, c.dupWindow)
+		return fmt.Errorf("%w: dup window %s: want 1s to 168h", loop.ErrBadConfig, c.dupWindow)
 	}
 	if c.dupMaxEntries < 1 {
-		return fmt.Errorf("%w: dup max entries %d: want at least 1", ErrBadConfig, c.dupMaxEntries)
+		return fmt.Errorf("%w: dup max entries %d: want at least 1", loop.ErrBadConfig, c.dupMaxEntries)
 	}
 	if c.maxSkew < 0 || c.maxLag < 0 {
-		return fmt.Errorf("%w: max skew %s, max lag %s: want 0 or more", ErrBadConfig, c.maxSkew, c.maxLag)
+		return fmt.Errorf("%w: max skew %s, max lag %s: want 0 or more", loop.ErrBadConfig, c.maxSkew, c.maxLag)
 	}
 	for id := range c.servers {
 		if err := c.layout.CheckServer(id); err != nil {
-			return fmt.Errorf("%w: allowed servers: %w", ErrBadConfig, err)
+			return fmt.Errorf("%w: allowed servers: %w", loop.ErrBadConfig, err)
 		}
 	}
 	for id := range c.workers {
 		if err := c.layout.CheckWorker(id); err != nil {
-			return fmt.Errorf("%w: allowed workers: %w", ErrBadConfig, err)
+			return fmt.Errorf("%w: allowed workers: %w", loop.ErrBadConfig, err)
 		}
 	}
 	if c.recent < 1 {
-		return fmt.Errorf("%w: recent records %d: want at least 1", ErrBadConfig, c.recent)
+		return fmt.Errorf("%w: recent records %d: want at least 1", loop.ErrBadConfig, c.recent)
 	}
 	if c.now == nil {
 		c.now = time.Now
@@ -135,35 +119,14 @@ func (c *cfg) validate() error {
 	return nil
 }
 
-// Brokers sets the seed brokers. Required.
-func Brokers(addrs ...string) Opt { return func(c *cfg) { c.eos.Brokers = addrs } }
-
-// InputTopics sets the numbered topics to audit. Required.
-func InputTopics(topics ...string) Opt { return func(c *cfg) { c.eos.Topics = topics } }
-
 // Topic sets the topic audit records go to, transactionally with the
 // consumed offsets (exactly once). The default "" writes no topic: the
 // auditor then consumes with a plain group consumer and commits after
 // writing to the stdout writer, so that output is at least once.
 func Topic(t string) Opt { return func(c *cfg) { c.auditTopic = t } }
 
-// Group sets the consumer group, overriding the default
-// "flakestream-audit". A new group starts at the earliest offset.
-func Group(g string) Opt { return func(c *cfg) { c.eos.Group = g } }
-
-// InstanceID names this instance, overriding the default host name;
-// the transactional ID "flakestream-<group>-<instance id>" is derived from
-// it, so a restarted instance fences its predecessor's open transaction.
-func InstanceID(id string) Opt { return func(c *cfg) { c.eos.InstanceID = id } }
-
-// TransactionalID sets the transactional ID outright, overriding the
-// one derived from the instance ID.
-func TransactionalID(id string) Opt {
-	return func(c *cfg) { c.eos.TransactionalID = id }
-}
-
 // Layout sets the layout numbers are decoded with, overriding
-// idgen.DefaultLayout(). An invalid layout is ErrBadConfig.
+// idgen.DefaultLayout(). An invalid layout is loop.ErrBadConfig.
 func Layout(l idgen.Layout) Opt { return func(c *cfg) { c.layout = l } }
 
 // NumberField sets the JSON field read when a record has no
@@ -213,7 +176,7 @@ func MaxLag(d time.Duration) Opt { return func(c *cfg) { c.maxLag = d } }
 
 // AllowedServers sets the server IDs that are expected; any other is
 // flagged "unknown_server". The default (none given) allows every ID. An
-// ID outside the layout's server field is ErrBadConfig.
+// ID outside the layout's server field is loop.ErrBadConfig.
 func AllowedServers(ids ...int64) Opt {
 	return func(c *cfg) { c.servers = idSetOf(ids) }
 }
@@ -264,64 +227,6 @@ func CatchUp(on bool, timeout time.Duration) Opt {
 // many partitions as the first input topic, instead of refusing to start.
 func CreateTopic() Opt { return func(c *cfg) { c.createTopic = true } }
 
-// MaxPollRecords bounds the records of one transaction, overriding
-// the default 10,000.
-func MaxPollRecords(n int) Opt { return func(c *cfg) { c.eos.MaxPollRecords = n } }
-
-// TransactionTimeout sets the transaction timeout, overriding the
-// default 10s.
-func TransactionTimeout(d time.Duration) Opt {
-	return func(c *cfg) { c.eos.TransactionTimeout = d }
-}
-
-// SessionTimeout sets the group session timeout, overriding the
-// default 10s.
-func SessionTimeout(d time.Duration) Opt {
-	return func(c *cfg) { c.eos.SessionTimeout = d }
-}
-
-// TopicWait bounds how long the auditor waits at start for its input or
-// audit topic to exist (with a leader on every partition), overriding the
-// default 30s; 0 turns the wait off.
-func TopicWait(d time.Duration) Opt {
-	return func(c *cfg) { c.eos.TopicWait = eos.NoWait(d) }
-}
-
-// ShutdownTimeout bounds the shutdown after ctx ends, overriding the
-// default 15s.
-func ShutdownTimeout(d time.Duration) Opt {
-	return func(c *cfg) { c.eos.ShutdownTimeout = d }
-}
-
-// Backoff sets the retry backoff after a failed batch, overriding the
-// default 100ms doubling to 5s.
-func Backoff(min, max time.Duration) Opt {
-	return func(c *cfg) { c.eos.BackoffMin, c.eos.BackoffMax = min, max }
-}
-
 // Clock replaces the clock that "future" and the live page's rates
 // are judged by, overriding time.Now (for tests).
 func Clock(now func() time.Time) Opt { return func(c *cfg) { c.now = now } }
-
-// Logger sets the logger, overriding the default that discards.
-func Logger(l *slog.Logger) Opt { return func(c *cfg) { c.eos.Logger = l } }
-
-// Registerer sets where the auditor registers its metrics; nil (the
-// default) registers them nowhere.
-func Registerer(r prometheus.Registerer) Opt {
-	return func(c *cfg) { c.eos.Registerer = r }
-}
-
-// KafkaOpts adds franz-go options (TLS, SASL, tuning), applied after
-// the auditor's own.
-func KafkaOpts(opts ...kgo.Opt) Opt {
-	return func(c *cfg) { c.eos.KafkaOpts = append(c.eos.KafkaOpts, opts...) }
-}
-
-// BeforeProduce sets the orphaned-transaction guard (with an audit
-// topic only): called before the first produce of every session and after
-// every aborted transaction, with the audit topic's partitions. See
-// eos.Config.BeforeProduce.
-func BeforeProduce(f func(ctx context.Context, cl *kgo.Client, partitions map[string][]int32) error) Opt {
-	return func(c *cfg) { c.eos.BeforeProduce = f }
-}

@@ -10,6 +10,7 @@ import (
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -306,7 +307,7 @@ func FuzzDetector(f *testing.F) {
 // metrics and the live page, in batches of 10,000 records over 4
 // partitions.
 func BenchmarkAuditBatch(b *testing.B) {
-	a, err := New(Brokers("x"), InputTopics("t"), Topic("t.audit"), InstanceID("b"))
+	a, err := New(loop.Settings{Brokers: []string{"x"}, Topics: []string{"t"}, InstanceID: "b"}, Topic("t.audit"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,15 +9,15 @@ import (
 
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/pipeline/audit"
+	"github.com/flakestream/flakestream/pipeline/loop"
 )
 
 // An auditor that decodes every number of "orders.numbered" and writes an
 // audit record for each to "orders.numbered.audit", exactly once, until
 // Ctrl-C. (It needs a broker, so this example is compiled, not run.)
 func ExampleNew() {
-	a, err := audit.New(audit.Brokers("127.0.0.1:9092"), audit.Group(audit.DefaultGroup),
-		audit.InputTopics("orders.numbered"), audit.Topic("orders.numbered.audit"),
-		audit.Layout(idgen.DefaultLayout()), audit.AllowedServers(1))
+	s := loop.Settings{Brokers: []string{"127.0.0.1:9092"}, Topics: []string{"orders.numbered"}} // Group: audit.DefaultGroup
+	a, err := audit.New(s, audit.Topic("orders.numbered.audit"), audit.Layout(idgen.DefaultLayout()), audit.AllowedServers(1))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -26,8 +26,8 @@ func ExampleNew() {
 	if err := a.Run(ctx); err != nil {
 		log.Fatal(err)
 	}
-	s := a.Stats()
-	fmt.Println(s.Audited, s.Anomalies)
+	st := a.Stats()
+	fmt.Println(st.Audited, st.Anomalies)
 }
 
 // The anomalies an audit record can list, in order.

@@ -17,6 +17,7 @@ import (
 	"github.com/flakestream/flakestream/internal/testenv"
 	"github.com/flakestream/flakestream/internal/verify"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
@@ -92,8 +93,7 @@ func TestAuditAvroValueNumbers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := startAuditor(t, k.Addrs, InputTopics(topic), Topic(auditTopic), Group(topic+"-audit"),
-		InstanceID("a"), Layout(l), Format(read), CreateTopic())
+	run := startAuditor(t, k.Addrs, setLoop(func(s *loop.Settings) { s.Topics = []string{topic} }), Topic(auditTopic), setLoop(func(s *loop.Settings) { s.Group = topic + "-audit"; s.InstanceID = "a" }), Layout(l), Format(read), CreateTopic())
 	if !verify.WaitFor(20*time.Second, func() bool { return errors.Is(run.a.Ready(), codec.ErrUnavailable) }) {
 		t.Fatalf("Ready() = %v during the registry outage, want codec.ErrUnavailable", run.a.Ready())
 	}
@@ -195,8 +195,7 @@ message Order {
 			if err != nil {
 				t.Fatal(err)
 			}
-			run := startAuditor(t, k.Addrs, InputTopics(topic), Topic(auditTopic), Group(topic+"-audit"),
-				InstanceID("a"), Layout(l), Format(read), Key(pipeline.KeySpec{Field: "ref"}))
+			run := startAuditor(t, k.Addrs, setLoop(func(s *loop.Settings) { s.Topics = []string{topic} }), Topic(auditTopic), setLoop(func(s *loop.Settings) { s.Group = topic + "-audit"; s.InstanceID = "a" }), Layout(l), Format(read), Key(pipeline.KeySpec{Field: "ref"}))
 			waitAudited(t, 4, run)
 			run.stop(t)
 			got := readAudit(t, k, auditTopic, 1)

@@ -13,6 +13,7 @@ import (
 	"github.com/flakestream/flakestream/internal/testenv"
 	"github.com/flakestream/flakestream/internal/verify"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -76,8 +77,7 @@ func TestAuditRenumberedEndToEnd(t *testing.T) {
 	}
 	produceTo(t, e.Kafka, injected...)
 
-	run := startAuditor(t, e.Kafka.Addrs, InputTopics(e.Out), Topic(auditTopic), Group(e.Out+"-audit"),
-		InstanceID("a"), AllowedServers(1), Key(pipeline.KeySpec{Field: "order_ref"}))
+	run := startAuditor(t, e.Kafka.Addrs, setLoop(func(s *loop.Settings) { s.Topics = []string{e.Out} }), Topic(auditTopic), setLoop(func(s *loop.Settings) { s.Group = e.Out + "-audit"; s.InstanceID = "a" }), AllowedServers(1), Key(pipeline.KeySpec{Field: "order_ref"}))
 	waitAudited(t, 203, run)
 	run.stop(t)
 	got := readAudit(t, e.Kafka, auditTopic, 2)
@@ -153,7 +153,7 @@ func renumberedLive(t *testing.T, k *testenv.KafkaCluster) {
 			Value: codec.AppendSource(nil, "orders", r.Partition, int64(i/2))})
 	}
 	produceTo(t, k, recs...)
-	run := startAuditor(t, k.Addrs, InputTopics(topic), Topic(auditTopic), Group(topic+"-audit"), InstanceID("live"))
+	run := startAuditor(t, k.Addrs, setLoop(func(s *loop.Settings) { s.Topics = []string{topic} }), Topic(auditTopic), setLoop(func(s *loop.Settings) { s.Group = topic + "-audit"; s.InstanceID = "live" }))
 	waitAudited(t, 100, run)
 	if s := run.a.Stats(); s.Clean != 100 {
 		t.Fatalf("stats %+v: want 100 clean", s)

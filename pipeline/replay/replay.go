@@ -15,6 +15,7 @@ import (
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -62,11 +63,13 @@ func ParseBound(s string) (Bound, error) {
 
 // Config is one bounded replay of Input[From, To) into Output.
 type Config struct {
-	Brokers   []string
-	KafkaOpts []kgo.Opt
-	Input     string
-	Output    string
-	From, To  Bound
+	// Loop is the loop's settings (brokers, Kafka options, logger,
+	// metrics, timeouts). The replay sets Topics, Group and
+	// TransactionalID itself.
+	Loop     loop.Settings
+	Input    string
+	Output   string
+	From, To Bound
 	// ID names the replay: its consumer group is flakestream-replay-<ID>
 	// and so is its transactional ID. "" derives it from the input, output
 	// and bounds, so running the same command again resumes.
@@ -75,8 +78,8 @@ type Config struct {
 	// so that a resumed replay stops where the first run meant to.
 	Redis       redis.Cmdable
 	RedisPrefix string
-	// Worker options: numbers, codec, idempotency, logger, metrics. The
-	// replay sets brokers, topics, group and transactional ID itself.
+	// Worker options: numbers, codec, idempotency. The replay sets the
+	// output topic and the bound itself.
 	Worker []pipeline.Opt
 	// Progress is called after every committed transaction (and once at
 	// the start) with the records done and the total of the range.
@@ -106,9 +109,9 @@ func Run(ctx context.Context, rc Config) (map[int32]Range, error) {
 		rc.ID = ID(rc.Input, rc.Output, rc.From, rc.To)
 	}
 	group := "flakestream-replay-" + rc.ID
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(rc.Brokers...)}, rc.KafkaOpts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(rc.Loop.Brokers...)}, rc.Loop.KafkaOpts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: kafka client: %w", pipeline.ErrFatal, err)
+		return nil, fmt.Errorf("%w: kafka client: %w", loop.ErrFatal, err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
@@ -149,8 +152,7 @@ func Run(ctx context.Context, rc Config) (map[int32]Range, error) {
 		return ranges, nil
 	}
 	opts := append([]pipeline.Opt{}, rc.Worker...)
-	opts = append(opts, pipeline.Brokers(rc.Brokers...), pipeline.InputTopics(rc.Input), pipeline.OutputTopic(rc.Output),
-		pipeline.Group(group), pipeline.TransactionalID(group), pipeline.KafkaOpts(rc.KafkaOpts...),
+	opts = append(opts, pipeline.OutputTopic(rc.Output),
 		pipeline.Bounded(map[string]map[int32]int64{rc.Input: stop}, func(offs map[string]map[int32]kgo.EpochOffset) bool {
 			flat := map[int32]int64{}
 			for p, eo := range offs[rc.Input] {
@@ -162,7 +164,9 @@ func Run(ctx context.Context, rc Config) (map[int32]Range, error) {
 			}
 			return all
 		}))
-	w, err := pipeline.NewWorker(opts...)
+	s := rc.Loop
+	s.Topics, s.Group, s.TransactionalID = []string{rc.Input}, group, group
+	w, err := pipeline.NewWorker(s, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -234,14 +238,14 @@ func listEdges(ctx context.Context, adm *kadm.Client, topic string) (*edges, err
 		err = starts.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: start offsets of %s: %w", pipeline.ErrFatal, topic, err)
+		return nil, fmt.Errorf("%w: start offsets of %s: %w", loop.ErrFatal, topic, err)
 	}
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: end offsets of %s: %w", pipeline.ErrFatal, topic, err)
+		return nil, fmt.Errorf("%w: end offsets of %s: %w", loop.ErrFatal, topic, err)
 	}
 	return &edges{topic: topic, starts: starts, end: ends}, nil
 }
@@ -258,7 +262,7 @@ func (e *edges) at(ctx context.Context, adm *kadm.Client, b Bound, edge string) 
 			err = timed.Error()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: offsets of %s after %s: %w", pipeline.ErrFatal, e.topic, b.text, err)
+			return nil, fmt.Errorf("%w: offsets of %s after %s: %w", loop.ErrFatal, e.topic, b.text, err)
 		}
 	}
 	for p, s := range e.starts[e.topic] {
@@ -309,7 +313,7 @@ func seedGroup(ctx context.Context, adm *kadm.Client, group, topic string, range
 		err = nil // a new replay
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: offsets of replay group %s: %w", pipeline.ErrFatal, group, err)
+		return nil, fmt.Errorf("%w: offsets of replay group %s: %w", loop.ErrFatal, group, err)
 	}
 	have := map[int32]int64{}
 	fetched.Each(func(o kadm.OffsetResponse) {
@@ -335,7 +339,7 @@ func seedGroup(ctx context.Context, adm *kadm.Client, group, topic string, range
 		err = resp.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: seed replay group %s: %w", pipeline.ErrFatal, group, err)
+		return nil, fmt.Errorf("%w: seed replay group %s: %w", loop.ErrFatal, group, err)
 	}
 	return have, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/flakestream/flakestream/internal/pipetest"
 	"github.com/flakestream/flakestream/internal/verify"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -61,14 +62,13 @@ func replayInto(t *testing.T, e *pipetest.Env, output string, from, to string, i
 	if err != nil {
 		t.Fatal(err)
 	}
-	worker := append([]pipeline.Opt{pipeline.Numbers(e.Generator(t, 2)), pipeline.Codec(e.Codec), pipeline.DLQTopic(output + ".dlq"),
-		pipeline.Logger(pipetest.Logger(t)), pipeline.TransactionTimeout(5 * time.Second)}, opts...)
+	worker := append([]pipeline.Opt{pipeline.Numbers(e.Generator(t, 2)), pipeline.Codec(e.Codec), pipeline.DLQTopic(output + ".dlq")}, opts...)
 	if idem != nil {
 		worker = append(worker, pipeline.WithIdempotency(idem))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if _, err := Run(ctx, Config{Brokers: e.Kafka.Addrs, Input: e.Input, Output: output, From: fb, To: tb,
+	if _, err := Run(ctx, Config{Loop: loop.Settings{Brokers: e.Kafka.Addrs, TransactionTimeout: 5 * time.Second, Logger: pipetest.Logger(t)}, Input: e.Input, Output: output, From: fb, To: tb,
 		Redis: e.Redis.Client(t), RedisPrefix: e.Prefix, Worker: worker}); err != nil {
 		t.Fatalf("replay into %s: %v", output, err)
 	}
