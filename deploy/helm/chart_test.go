@@ -363,8 +363,10 @@ func TestScaledObject(t *testing.T) {
 		t.Errorf("scaleTargetRef %+v, want the worker's StatefulSet %s", ref, sts.Name)
 	}
 	partitions := allOn()["autoscaling"].(map[string]any)["inputPartitions"].(int)
-	if so.Spec.MaxReplicaCount == nil || int(*so.Spec.MaxReplicaCount) > partitions {
-		t.Errorf("maxReplicaCount %v, want at most %d", so.Spec.MaxReplicaCount, partitions)
+	if so.Spec.MaxReplicaCount == nil {
+		t.Error("no maxReplicaCount (KEDA's default is 100)")
+	} else if int(*so.Spec.MaxReplicaCount) > partitions {
+		t.Errorf("maxReplicaCount %d, want at most the %d input partitions", *so.Spec.MaxReplicaCount, partitions)
 	}
 	if len(so.Spec.Triggers) != 1 || so.Spec.Triggers[0].Type != "kafka" {
 		t.Fatalf("triggers %+v, want one kafka trigger", so.Spec.Triggers)
