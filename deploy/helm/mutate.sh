@@ -34,7 +34,7 @@ run password-guard $T/_helpers.tpl 's/{{- if contains "password" $key -}}/{{- if
 run secret-env $T/_helpers.tpl 's/    secretKeyRef:/    configMapKeyRef:/' 'TestNoSecretInConfigMaps'
 run rules $T/prometheusrule.yaml 's/{{- $rules | nindent 2 }}/{{- $rules | replace "severity: critical" "severity: warning" | nindent 2 }}/' 'TestPrometheusRuleIsTheRulesFile'
 run flag-key flakestream/values.yaml 's/    txn-timeout: 10s/    txn-timeout: 10s\n    max-poll-record: 5000/' 'TestFlagsExist'
-run flag-arg $T/worker-statefulset.yaml 's|args: \["run", "--config"|args: ["run", "--lanes", "2", "--config"|' 'TestFlagsExist'
+run flag-arg $T/worker-statefulset.yaml 's|args: \["run", "--config"|args: ["run", "--no-such-flag", "2", "--config"|' 'TestFlagsExist'
 run flag-env $T/audit-deployment.yaml 's/(dict "root" . "redis" false) | trim/(dict "root" . "redis" true) | trim/' 'TestFlagsExist'
 run strict-core $T/worker-statefulset.yaml 's/      terminationGracePeriodSeconds: {{/      terminationGracePeriod: 30\n      terminationGracePeriodSeconds: {{/' 'TestRender'
 run strict-keda $T/keda-scaledobject.yaml 's/  cooldownPeriod:/  coolDownPeriod:/' 'TestRender'
