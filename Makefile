@@ -7,7 +7,7 @@ PKGS    ?= ./...
 # missing one fail instead of skip.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all test test-kafka test-kafka-cluster test-interop test-rules lint fmt vet staticcheck bench demo build fuzz clean funclen
+.PHONY: all test test-helm helm lint-helm test-kafka test-kafka-cluster test-interop test-rules lint fmt vet staticcheck bench demo build fuzz clean funclen
 
 all: lint test
 
@@ -16,6 +16,24 @@ build:
 
 test:
 	$(GO) test $(TESTFLAGS) $(PKGS)
+	$(MAKE) test-helm
+
+# The Helm chart (deploy/helm/flakestream): lint, render with the default
+# values and with every optional part on, every object decoded strictly
+# into its Go type, and the assertions of deploy/helm/*_test.go. Its own
+# module (deploy/helm/go.mod), so that helm's and Kubernetes' packages stay
+# out of the product's go.mod; the first, cold compile takes minutes.
+HELM_TESTFLAGS ?= -count=1 -timeout 10m
+test-helm:
+	cd deploy/helm && $(GO) test $(HELM_TESTFLAGS) ./...
+
+# `helm lint` and `helm template` of the chart without a helm binary: the
+# same helm packages, through deploy/helm/cmd/flakestream-chart. Values:
+# make helm HELM_ARGS='-f my-values.yaml --set replay.enabled=true'
+HELM_ARGS ?=
+helm:
+	cd deploy/helm && $(GO) run ./cmd/flakestream-chart lint $(HELM_ARGS) flakestream
+	cd deploy/helm && $(GO) run ./cmd/flakestream-chart template $(HELM_ARGS) flakestream
 
 # The end-to-end and fault suite (e2e/) on a real Apache Kafka broker: one
 # shared broker from scripts/kafka-local (always stopped at the end; the
@@ -71,7 +89,7 @@ test-kafka-cluster:
 	FLAKESTREAM_KAFKA_LOCAL=1 FLAKESTREAM_ARTIFACTS=$(abspath $(ARTIFACTS)) \
 		$(GO) test $(CLUSTERFLAGS) -run '^TestCluster' $(E2E_PKGS)
 
-lint: fmt vet staticcheck
+lint: fmt vet staticcheck lint-helm
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -82,6 +100,13 @@ vet:
 
 staticcheck:
 	$(GO) tool staticcheck $(PKGS)
+
+# go vet and staticcheck on the chart's test module (deploy/helm), which
+# ./... does not reach; staticcheck is the main module's, built into bin/.
+lint-helm:
+	cd deploy/helm && $(GO) vet ./...
+	$(GO) build -o bin/staticcheck honnef.co/go/tools/cmd/staticcheck
+	cd deploy/helm && ../../bin/staticcheck ./...
 
 # Go benchmarks; the end-to-end figures come from `go run . bench`.
 bench:

@@ -1,0 +1,176 @@
+{{/* Names, labels and the pieces every pod shares. */}}
+
+{{- define "flakestream.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "flakestream.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "flakestream.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "flakestream.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "flakestream.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "flakestream.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* The labels of one component: (dict "root" $ "component" "worker"). */}}
+{{- define "flakestream.componentLabels" -}}
+{{ include "flakestream.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "flakestream.componentSelector" -}}
+{{ include "flakestream.selectorLabels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "flakestream.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "flakestream.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "flakestream.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+flakestream.configFile renders one command's --config file: common.config,
+the command's own config over it, then the keys the chart sets. It refuses
+keys the chart owns and anything that would put a password into the
+ConfigMap. Arguments: (dict "root" $ "name" "worker" "config" map
+"reserved" list "set" map "redis" bool).
+*/}}
+{{- define "flakestream.configFile" -}}
+{{- $root := .root -}}
+{{- $name := .name -}}
+{{- range $source, $m := dict "common" $root.Values.common.config $name .config -}}
+{{- range $key, $value := $m -}}
+{{- if has $key $.reserved -}}
+{{- fail (printf "%s.config.%s: the chart sets %s itself; remove it (see values.yaml)" $source $key $key) -}}
+{{- end -}}
+{{- if contains "password" $key -}}
+{{- fail (printf "%s.config.%s: a password never goes into the ConfigMap; put it in the Secret named by secret.name (see secret.* in values.yaml)" $source $key) -}}
+{{- end -}}
+{{- if and (kindIs "string" $value) (regexMatch "://[^/@]*:[^/@]*@" $value) -}}
+{{- fail (printf "%s.config.%s: the URL has a password in it; put the URL in the Secret (secret.redisURLKey) or the password there (secret.schemaRegistryPasswordKey)" $source $key) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $cfg := mergeOverwrite (deepCopy $root.Values.common.config) (deepCopy .config) .set -}}
+{{- if and .redis $root.Values.secret.name $root.Values.secret.redisURLKey -}}
+{{- $_ := unset $cfg "redis" -}}
+{{- end -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+
+{{/*
+flakestream.secretEnv: the FLAKESTREAM_* variables read from the existing
+Secret. Arguments: (dict "root" $ "redis" bool).
+*/}}
+{{- define "flakestream.secretEnv" -}}
+{{- $s := .root.Values.secret -}}
+{{- if and (not $s.name) (or $s.saslPasswordKey $s.redisURLKey $s.schemaRegistryPasswordKey) -}}
+{{- fail "secret.*Key is set but secret.name is not: name the existing Secret that holds the keys" -}}
+{{- end -}}
+{{- if $s.name -}}
+{{- $vars := list (list "FLAKESTREAM_SASL_PASSWORD" $s.saslPasswordKey) (list "FLAKESTREAM_SCHEMA_REGISTRY_PASSWORD" $s.schemaRegistryPasswordKey) -}}
+{{- if .redis -}}
+{{- $vars = append $vars (list "FLAKESTREAM_REDIS" $s.redisURLKey) -}}
+{{- end -}}
+{{- range $vars -}}
+{{- if index . 1 }}
+- name: {{ index . 0 }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $s.name }}
+      key: {{ index . 1 }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The pod-level settings every component shares: (dict "root" $ "c" .Values.worker). */}}
+{{- define "flakestream.podCommon" -}}
+serviceAccountName: {{ include "flakestream.serviceAccountName" .root }}
+automountServiceAccountToken: false
+{{- with .root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml .root.Values.podSecurityContext | nindent 2 }}
+{{- with .c.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .c.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .c.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* The config volume: (dict "root" $ "file" "worker.yaml" "c" .Values.worker). */}}
+{{- define "flakestream.volumes" -}}
+volumes:
+  - name: config
+    configMap:
+      name: {{ include "flakestream.fullname" .root }}-config
+      items:
+        - key: {{ .file }}
+          path: {{ .file }}
+{{- with .c.extraVolumes }}
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "flakestream.volumeMounts" -}}
+volumeMounts:
+  - name: config
+    mountPath: /etc/flakestream/config
+    readOnly: true
+{{- with .c.extraVolumeMounts }}
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* flakestream.scalingCheck fails the render on autoscaling values that cannot work. */}}
+{{- define "flakestream.scalingCheck" -}}
+{{- $a := .Values.autoscaling -}}
+{{- if and $a.keda.enabled $a.hpa.enabled -}}
+{{- fail "autoscaling: keda.enabled and hpa.enabled both set; choose one" -}}
+{{- end -}}
+{{- if or $a.keda.enabled $a.hpa.enabled -}}
+{{- if lt (int $a.inputPartitions) 1 -}}
+{{- fail "autoscaling.inputPartitions: set it to the input topics' partitions (added up); maxReplicas may not exceed it" -}}
+{{- end -}}
+{{- if gt (int $a.maxReplicas) (int $a.inputPartitions) -}}
+{{- fail (printf "autoscaling.maxReplicas %d is larger than autoscaling.inputPartitions %d: a worker beyond the partitions has nothing to read" (int $a.maxReplicas) (int $a.inputPartitions)) -}}
+{{- end -}}
+{{- if gt (int $a.minReplicas) (int $a.maxReplicas) -}}
+{{- fail (printf "autoscaling.minReplicas %d is larger than maxReplicas %d" (int $a.minReplicas) (int $a.maxReplicas)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,69 @@
+package helm
+
+import (
+	"sort"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+	"helm.sh/helm/v3/pkg/releaseutil"
+)
+
+// Release is the release a render is for.
+type Release struct {
+	Name, Namespace string
+}
+
+// Render renders chart c with values as `helm template` does, in strict
+// mode (a template that reads a value values.yaml does not have fails),
+// and returns the manifests by template name.
+func Render(c *chart.Chart, values map[string]any, rel Release) (map[string]string, error) {
+	vals, err := chartutil.ToRenderValues(c, values, chartutil.ReleaseOptions{
+		Name: rel.Name, Namespace: rel.Namespace, Revision: 1, IsInstall: true,
+	}, chartutil.DefaultCapabilities)
+	if err != nil {
+		return nil, err
+	}
+	return engine.Engine{Strict: true}.Render(c, vals)
+}
+
+// Manifest joins rendered templates into one stream of YAML documents,
+// in the order `helm template` prints them, each headed by its source.
+// NOTES.txt and empty templates are left out.
+func Manifest(out map[string]string) string {
+	names := make([]string, 0, len(out))
+	for name := range out {
+		if strings.HasSuffix(name, ".yaml") && strings.TrimSpace(out[name]) != "" {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, name := range names {
+		docs := releaseutil.SplitManifests(out[name])
+		keys := make([]string, 0, len(docs))
+		for k := range docs {
+			keys = append(keys, k)
+		}
+		sort.Sort(releaseutil.BySplitManifestsOrder(keys))
+		for _, k := range keys {
+			b.WriteString("---\n# Source: " + name + "\n" + strings.TrimSpace(docs[k]) + "\n")
+		}
+	}
+	return b.String()
+}
+
+// Lint runs `helm lint`'s rules on the chart in dir with values and
+// returns the messages of severity warning and above.
+func Lint(dir string, values map[string]any, namespace string) []support.Message {
+	var bad []support.Message
+	for _, m := range lint.AllWithKubeVersion(dir, values, namespace, nil).Messages {
+		if m.Severity >= support.WarningSev {
+			bad = append(bad, m)
+		}
+	}
+	return bad
+}
