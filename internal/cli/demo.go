@@ -88,16 +88,12 @@ func (cfg *demoConfig) run(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	if cfg.json {
-		b, _ := json.Marshal(sum.Counts)
-		fmt.Fprintf(c.App.Writer, "%s\n", b)
-	} else {
+	return cfg.finish(c.App.Writer, "demo", sum, func(w io.Writer) {
 		if regKind != "" {
-			fmt.Fprintf(c.App.Writer, "value format %s, schema registry %s\n", cfg.schema.valueFormat, regKind)
+			fmt.Fprintf(w, "value format %s, schema registry %s\n", cfg.schema.valueFormat, regKind)
 		}
-		printSummary(c.App.Writer, sum)
-	}
-	return demoResult("demo", sum)
+		printSummary(w, sum)
+	})
 }
 
 // demoFormat is the Format the demo numbers with: JSON through cd, or the
@@ -136,6 +132,18 @@ func printSummary(w io.Writer, s *demo.Summary) {
 	for _, a := range s.AuditSamples {
 		fmt.Fprintf(w, "  %s\n", a)
 	}
+}
+
+// finish prints a demo's summary to w, as one JSON object with --json,
+// else as text, and returns its result.
+func (cfg *demoConfig) finish(w io.Writer, what string, s *demo.Summary, text func(io.Writer)) error {
+	if cfg.json {
+		b, _ := json.Marshal(s.Counts)
+		fmt.Fprintf(w, "%s\n", b)
+	} else {
+		text(w)
+	}
+	return demoResult(what, s)
 }
 
 // demoResult is the exit of a demo: an error when it was not exactly

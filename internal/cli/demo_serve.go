@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -101,14 +100,10 @@ func (cfg *demoConfig) runServe(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("demo --serve: %w", err)
 	}
-	if cfg.json {
-		b, _ := json.Marshal(sum.Counts)
-		fmt.Fprintf(c.App.Writer, "%s\n", b)
-	} else {
-		printSummary(c.App.Writer, sum)
-		printHeld(c.App.Writer, sum)
-	}
-	return demoResult("demo --serve", sum)
+	return cfg.finish(c.App.Writer, "demo --serve", sum, func(w io.Writer) {
+		printSummary(w, sum)
+		printHeld(w, sum)
+	})
 }
 
 // printHeld prints what the accounting of `demo --serve` held and what

@@ -55,27 +55,39 @@ func brokersFlag(dst *cli.StringSlice, value []string, usage string) cli.Flag {
 	return stringSliceFlag(flagBrokers, dst, value, usage)
 }
 
+// tlsConfig is a TLS client configuration from PEM files, as the Kafka
+// and the schema-registry flags give them: ca ("" for the system pool), a
+// client certificate and its key (cert "" for none). The flag names say,
+// in an error, which flag to fix.
+func tlsConfig(ca, cert, key, flagCA, flagCert, flagKey string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %w", flagCA, err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--%s %s: no PEM certificate in it", flagCA, ca)
+		}
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("--%s/--%s: %w", flagCert, flagKey, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
 // opts turns the Kafka security flags into franz-go options.
 func (k *kafkaConfig) opts() ([]kgo.Opt, error) {
 	var opts []kgo.Opt
 	if k.tls || k.tlsCA != "" || k.tlsCert != "" {
-		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-		if k.tlsCA != "" {
-			pem, err := os.ReadFile(k.tlsCA)
-			if err != nil {
-				return nil, fmt.Errorf("--%s: %w", flagKafkaTLSCA, err)
-			}
-			cfg.RootCAs = x509.NewCertPool()
-			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--%s %s: no PEM certificate in it", flagKafkaTLSCA, k.tlsCA)
-			}
-		}
-		if k.tlsCert != "" {
-			pair, err := tls.LoadX509KeyPair(k.tlsCert, k.tlsKey)
-			if err != nil {
-				return nil, fmt.Errorf("--%s/--%s: %w", flagKafkaTLSCert, flagKafkaTLSKey, err)
-			}
-			cfg.Certificates = []tls.Certificate{pair}
+		cfg, err := tlsConfig(k.tlsCA, k.tlsCert, k.tlsKey, flagKafkaTLSCA, flagKafkaTLSCert, flagKafkaTLSKey)
+		if err != nil {
+			return nil, err
 		}
 		opts = append(opts, kgo.DialTLSConfig(cfg))
 	}

@@ -2,10 +2,7 @@ package cli
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"fmt"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/flakestream/flakestream/codec"
@@ -94,25 +91,7 @@ func (sc *schemaConfig) tls() (*tls.Config, error) {
 	if sc.tlsCA == "" && sc.tlsCert == "" {
 		return nil, nil
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if sc.tlsCA != "" {
-		pem, err := os.ReadFile(sc.tlsCA)
-		if err != nil {
-			return nil, fmt.Errorf("--%s: %w", flagSchemaRegistryTLSCA, err)
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--%s %s: no PEM certificate in it", flagSchemaRegistryTLSCA, sc.tlsCA)
-		}
-	}
-	if sc.tlsCert != "" {
-		pair, err := tls.LoadX509KeyPair(sc.tlsCert, sc.tlsKey)
-		if err != nil {
-			return nil, fmt.Errorf("--%s/--%s: %w", flagSchemaRegistryTLSCert, flagSchemaRegistryTLSKey, err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-	}
-	return cfg, nil
+	return tlsConfig(sc.tlsCA, sc.tlsCert, sc.tlsKey, flagSchemaRegistryTLSCA, flagSchemaRegistryTLSCert, flagSchemaRegistryTLSKey)
 }
 
 // embeddedRegistry, for demo and bench: when the value format needs a
