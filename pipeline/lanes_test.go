@@ -39,6 +39,9 @@ func TestLanes(t *testing.T) {
 	e.Produce(t, 10000, orders.Mix{BadPerMille: 10, NumberedPerMille: 20})
 	rep := e.WaitOutput(t, 90*time.Second)
 	pipetest.RequireExactlyOnce(t, rep)
+	// The lag gauge is refreshed every 10 s, the first time once the
+	// group has committed offsets.
+	waitFor(t, 30*time.Second, func() bool { return laneSeries(t, reg)["flakestream_consumer_lag"]["0"] })
 	runA.Stop(t)
 	runB.Stop(t)
 	sa, sb := a.Stats(), b.Stats()
@@ -57,6 +60,19 @@ func TestLanes(t *testing.T) {
 // a lane label and that only lane 0 exports the group's lag.
 func requireLaneSeries(t *testing.T, reg *prometheus.Registry) {
 	t.Helper()
+	lanes := laneSeries(t, reg)
+	if l := lanes["flakestream_transactions_total"]; !l["0"] || !l["1"] {
+		t.Errorf("flakestream_transactions_total lanes %v, want 0 and 1", l)
+	}
+	if l := lanes["flakestream_consumer_lag"]; !l["0"] || l["1"] {
+		t.Errorf("flakestream_consumer_lag lanes %v, want lane 0 only", l)
+	}
+}
+
+// laneSeries returns, for each metric of reg, the lane labels its series
+// carry.
+func laneSeries(t *testing.T, reg *prometheus.Registry) map[string]map[string]bool {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -74,12 +90,7 @@ func requireLaneSeries(t *testing.T, reg *prometheus.Registry) {
 			}
 		}
 	}
-	if l := lanes["flakestream_transactions_total"]; !l["0"] || !l["1"] {
-		t.Errorf("flakestream_transactions_total lanes %v, want 0 and 1", l)
-	}
-	if l := lanes["flakestream_consumer_lag"]; !l["0"] || l["1"] {
-		t.Errorf("flakestream_consumer_lag lanes %v, want lane 0 only", l)
-	}
+	return lanes
 }
 
 func waitFor(t *testing.T, d time.Duration, ok func() bool) {
