@@ -30,6 +30,7 @@ import (
 	"github.com/flakestream/flakestream/internal/bench"
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -217,6 +218,7 @@ func watch(ctx context.Context, args []string) (any, error) {
 	var total int64
 	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
 	var samples []sample
+	var failing time.Time
 	for {
 		// CPU times first: the committed count is read after them, so a
 		// window's records never include ones whose CPU is not counted.
@@ -240,8 +242,15 @@ func watch(ctx context.Context, args []string) (any, error) {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("committed %d of %d: %w", last(samples), total, context.Cause(ctx))
 			}
-			return nil, fmt.Errorf("offsets of group %s: %w", group, err)
+			// A fresh broker's group coordinator may not be loaded yet,
+			// nor the group's when it has just been created.
+			if !kerr.IsRetriable(err) || failingSince(&failing, at) > time.Minute {
+				return nil, fmt.Errorf("offsets of group %s: %w", group, err)
+			}
+			time.Sleep(every)
+			continue
 		}
+		failing = time.Time{}
 		var n int64
 		offs.Each(func(o kadm.OffsetResponse) {
 			if o.Topic == topic && o.Err == nil && o.At > 0 {
@@ -270,6 +279,15 @@ func watch(ctx context.Context, args []string) (any, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// failingSince returns how long errors have lasted at now, noting now as
+// their start in *since if they start now.
+func failingSince(since *time.Time, now time.Time) time.Duration {
+	if since.IsZero() {
+		*since = now
+	}
+	return now.Sub(*since)
 }
 
 func last(s []sample) int64 {
