@@ -114,10 +114,12 @@ final class Json {
                 throw new Fail("not_object", "the value is not a JSON object");
             }
             i++;
+            int open = i;
             ws();
             if (peek() == '}') {
+                // Right after the brace, as codec does: { } -> {"order_no":"42" }
                 in.empty = true;
-                in.insertAt = i;
+                in.insertAt = open;
                 i++;
             } else {
                 for (;;) {

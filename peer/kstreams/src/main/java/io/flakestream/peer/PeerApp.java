@@ -42,6 +42,7 @@ public final class PeerApp {
     static String usage() {
         return String.join("\n",
             "Usage: java -jar peer-kstreams.jar passthrough|splice [--name value]...",
+            "       java -jar peer-kstreams.jar selftest   (the splice against flakestream's codec cases)",
             "",
             "A Kafka Streams 4.4"
                 + " exactly_once_v2 app: passthrough copies every record unchanged;",
@@ -77,6 +78,9 @@ public final class PeerApp {
             System.exit(args.length == 0 ? 2 : 0);
         }
         String mode = args[0];
+        if (mode.equals("selftest")) {
+            System.exit(SelfTest.run());
+        }
         if (!mode.equals("passthrough") && !mode.equals("splice")) {
             die("unknown mode " + mode + " (want passthrough or splice)");
         }
