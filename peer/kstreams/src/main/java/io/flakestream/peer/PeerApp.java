@@ -67,8 +67,9 @@ public final class PeerApp {
     }
 
     /**
-     * Two stream threads: on this project's 2-core machine, 2 measured better
-     * than 1 and no worse than 4 (docs/peer-bench.md).
+     * Two stream threads: on this project's shared 2-core machine, 2 and 1
+     * measured level within the noise (2 slightly ahead) and 4 slower in 5
+     * of 6 comparisons (docs/peer-bench.md, the thread sweeps).
      */
     static final int DEFAULT_THREADS = 2;
 
