@@ -10,6 +10,7 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
@@ -134,10 +135,10 @@ public final class PeerApp {
         Topology t = topology(mode, input, output, dlq, field);
         KafkaStreams streams = new KafkaStreams(t, p);
         CountDownLatch done = new CountDownLatch(1);
-        int[] exit = {0};
+        AtomicInteger exit = new AtomicInteger();
         streams.setUncaughtExceptionHandler(e -> {
             System.err.println("peer-kstreams: stream thread failed: " + e);
-            exit[0] = 1;
+            exit.set(1);
             done.countDown();
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
         });
@@ -145,7 +146,7 @@ public final class PeerApp {
             System.err.println("peer-kstreams: state " + before + " -> " + now);
             if (now == KafkaStreams.State.ERROR || now == KafkaStreams.State.NOT_RUNNING) {
                 if (now == KafkaStreams.State.ERROR) {
-                    exit[0] = 1;
+                    exit.set(1);
                 }
                 done.countDown();
             }
@@ -166,15 +167,16 @@ public final class PeerApp {
         if (!done.await(timeoutS, TimeUnit.SECONDS)) {
             System.err.println("peer-kstreams: timeout " + timeoutS + "s, stopping");
         }
-        // Close in the signal's thread of control: finish or abort the open
-        // transactions, leave the group, close the clients; bounded.
+        // Close here, in main, whatever ended the wait: finish or abort the
+        // open transactions, leave the group, close the clients; bounded.
+        // (A signal's shutdown hook waits for this, see above.)
         streams.close(Duration.ofSeconds(15));
         if (tempState) {
             deleteTree(stateDir);
         }
         System.err.println("peer-kstreams: stopped");
         closed.countDown();
-        Runtime.getRuntime().halt(exit[0]);
+        Runtime.getRuntime().halt(exit.get());
     }
 
     /** The two forms: one source, one processor (splice only), the sinks. */
