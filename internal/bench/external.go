@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -58,7 +59,7 @@ func ExternalLatency(ctx context.Context, e External) (Latency, error) {
 	pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	cons.PollFetches(pctx)
 	cancel()
-	b := &runner{cfg: Config{Brokers: e.Brokers, RecordBytes: e.RecordBytes}}
+	b := &runner{cfg: Config{Loop: loop.Settings{Brokers: e.Brokers}, RecordBytes: e.RecordBytes}}
 	start := time.Now()
 	_, stop, err := b.feed(ctx, e.Input, e.Rate, func() int64 { return 0 }, 0)
 	if err != nil {

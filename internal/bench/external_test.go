@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -31,8 +32,8 @@ func TestExternalLatencyThroughAWorkerItDoesNotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := pipeline.NewWorker(pipeline.Brokers(brokers...), pipeline.InputTopics("ext-in"), pipeline.OutputTopic("ext-out"),
-		pipeline.Group("ext-g"), pipeline.InstanceID("ext"), pipeline.Numbers(g))
+	w, err := pipeline.NewWorker(loop.Settings{Brokers: brokers, Topics: []string{"ext-in"}, Group: "ext-g", InstanceID: "ext"},
+		pipeline.OutputTopic("ext-out"), pipeline.Numbers(g))
 	if err != nil {
 		t.Fatal(err)
 	}
