@@ -166,7 +166,11 @@ volumeMounts:
 {{- if lt (int $a.inputPartitions) 1 -}}
 {{- fail "autoscaling.inputPartitions: set it to the input topics' partitions (added up); maxReplicas may not exceed it" -}}
 {{- end -}}
-{{- if gt (int $a.maxReplicas) (int $a.inputPartitions) -}}
+{{- $lanes := int (default 1 (index (default (dict) .Values.worker.config) "lanes")) -}}
+{{- if gt (mul (int $a.maxReplicas) $lanes) (int $a.inputPartitions) -}}
+{{- if gt $lanes 1 -}}
+{{- fail (printf "autoscaling.maxReplicas %d × worker.config.lanes %d is larger than autoscaling.inputPartitions %d: each lane is a group member, and a member beyond the partitions has nothing to read" (int $a.maxReplicas) $lanes (int $a.inputPartitions)) -}}
+{{- end -}}
 {{- fail (printf "autoscaling.maxReplicas %d is larger than autoscaling.inputPartitions %d: a worker beyond the partitions has nothing to read" (int $a.maxReplicas) (int $a.inputPartitions)) -}}
 {{- end -}}
 {{- if gt (int $a.minReplicas) (int $a.maxReplicas) -}}
