@@ -184,18 +184,16 @@ type watchResult struct {
 
 func watch(ctx context.Context, args []string) (any, error) {
 	var c common
-	var topic, group string
-	var pid, brokerPid, redisPid int
-	var every time.Duration
+	var w watcher
 	var lo, hi float64
 	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
 	c.flags(fs, 10*time.Minute)
-	fs.StringVar(&topic, "topic", "", "the backlog's topic")
-	fs.StringVar(&group, "group", "", "the worker's consumer group (Kafka Streams: its application.id)")
-	fs.IntVar(&pid, "pid", 0, "the worker's process")
-	fs.IntVar(&brokerPid, "broker-pid", 0, "the broker's JVM")
-	fs.IntVar(&redisPid, "redis-pid", 0, "redis-server, if the worker uses it (0: none)")
-	fs.DurationVar(&every, "every", 50*time.Millisecond, "sampling interval")
+	fs.StringVar(&w.topic, "topic", "", "the backlog's topic")
+	fs.StringVar(&w.group, "group", "", "the worker's consumer group (Kafka Streams: its application.id)")
+	fs.IntVar(&w.pid, "pid", 0, "the worker's process")
+	fs.IntVar(&w.brokerPid, "broker-pid", 0, "the broker's JVM")
+	fs.IntVar(&w.redisPid, "redis-pid", 0, "redis-server, if the worker uses it (0: none)")
+	fs.DurationVar(&w.every, "every", 50*time.Millisecond, "sampling interval")
 	fs.Float64Var(&lo, "lo", 0.1, "the steady window opens at this fraction of the backlog committed")
 	fs.Float64Var(&hi, "hi", 0.9, "and closes at this one")
 	if err := fs.Parse(args); err != nil {
@@ -207,37 +205,82 @@ func watch(ctx context.Context, args []string) (any, error) {
 	}
 	defer cancel()
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	w.adm = kadm.NewClient(cl)
+	total, err := w.backlog(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+		return nil, err
+	}
+	samples, err := w.samples(ctx, total)
+	if err != nil {
+		return nil, err
+	}
+	s, err := steadyOf(samples, total, lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	res := watchResult{steady: s, Total: total, Samples: len(samples), WorkerCPUTotalS: samples[len(samples)-1].workerCPU.Seconds()}
+	if res.WorkerPeakRSS, err = peakRSS(w.pid); err != nil {
+		return nil, err
+	}
+	if res.BrokerPeakRSS, err = peakRSS(w.brokerPid); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// watcher samples a worker draining a backlog: its group's committed
+// offsets and the CPU time of the worker, the broker and redis.
+type watcher struct {
+	adm                      *kadm.Client
+	topic, group             string
+	pid, brokerPid, redisPid int
+	every                    time.Duration
+}
+
+// backlog is the sum of the topic's end offsets.
+func (w *watcher) backlog(ctx context.Context) (int64, error) {
+	ends, err := w.adm.ListEndOffsets(ctx, w.topic)
+	if err != nil {
+		return 0, fmt.Errorf("end offsets of %s: %w", w.topic, err)
 	}
 	if err := ends.Error(); err != nil {
-		return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+		return 0, fmt.Errorf("end offsets of %s: %w", w.topic, err)
 	}
 	var total int64
 	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	return total, nil
+}
+
+// cpu reads the CPU time of the worker, the broker and (if watched) redis.
+func (w *watcher) cpu(n int, committed, total int64) (wk, b, r time.Duration, err error) {
+	if wk, err = cpuTime(w.pid); err != nil {
+		return 0, 0, 0, fmt.Errorf("worker %d gone after %d samples (committed %d of %d): %w", w.pid, n, committed, total, err)
+	}
+	if b, err = cpuTime(w.brokerPid); err != nil {
+		return 0, 0, 0, fmt.Errorf("broker %d: %w", w.brokerPid, err)
+	}
+	if w.redisPid != 0 {
+		if r, err = cpuTime(w.redisPid); err != nil {
+			return 0, 0, 0, fmt.Errorf("redis %d: %w", w.redisPid, err)
+		}
+	}
+	return wk, b, r, nil
+}
+
+// samples samples every w.every until the group has committed the whole
+// backlog.
+func (w *watcher) samples(ctx context.Context, total int64) ([]sample, error) {
 	var samples []sample
 	var failing time.Time
 	for {
 		// CPU times first: the committed count is read after them, so a
 		// window's records never include ones whose CPU is not counted.
-		w, err := cpuTime(pid)
+		wk, b, r, err := w.cpu(len(samples), last(samples), total)
 		if err != nil {
-			return nil, fmt.Errorf("worker %d gone after %d samples (committed %d of %d): %w", pid, len(samples), last(samples), total, err)
-		}
-		b, err := cpuTime(brokerPid)
-		if err != nil {
-			return nil, fmt.Errorf("broker %d: %w", brokerPid, err)
-		}
-		var r time.Duration
-		if redisPid != 0 {
-			if r, err = cpuTime(redisPid); err != nil {
-				return nil, fmt.Errorf("redis %d: %w", redisPid, err)
-			}
+			return nil, err
 		}
 		at := time.Now()
-		offs, err := adm.FetchOffsets(ctx, group)
+		offs, err := w.adm.FetchOffsets(ctx, w.group)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("committed %d of %d: %w", last(samples), total, context.Cause(ctx))
@@ -245,40 +288,28 @@ func watch(ctx context.Context, args []string) (any, error) {
 			// A fresh broker's group coordinator may not be loaded yet,
 			// nor the group's when it has just been created.
 			if !kerr.IsRetriable(err) || failingSince(&failing, at) > time.Minute {
-				return nil, fmt.Errorf("offsets of group %s: %w", group, err)
+				return nil, fmt.Errorf("offsets of group %s: %w", w.group, err)
 			}
-			time.Sleep(every)
+			time.Sleep(w.every)
 			continue
 		}
 		failing = time.Time{}
 		var n int64
 		offs.Each(func(o kadm.OffsetResponse) {
-			if o.Topic == topic && o.Err == nil && o.At > 0 {
+			if o.Topic == w.topic && o.Err == nil && o.At > 0 {
 				n += o.At
 			}
 		})
-		samples = append(samples, sample{at: at, committed: n, workerCPU: w, broker: b, redis: r})
+		samples = append(samples, sample{at: at, committed: n, workerCPU: wk, broker: b, redis: r})
 		if n >= total {
-			break
+			return samples, nil
 		}
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("committed %d of %d: %w", n, total, context.Cause(ctx))
-		case <-time.After(every):
+		case <-time.After(w.every):
 		}
 	}
-	s, err := steadyOf(samples, total, lo, hi)
-	if err != nil {
-		return nil, err
-	}
-	res := watchResult{steady: s, Total: total, Samples: len(samples), WorkerCPUTotalS: samples[len(samples)-1].workerCPU.Seconds()}
-	if res.WorkerPeakRSS, err = peakRSS(pid); err != nil {
-		return nil, err
-	}
-	if res.BrokerPeakRSS, err = peakRSS(brokerPid); err != nil {
-		return nil, err
-	}
-	return res, nil
 }
 
 // failingSince returns how long errors have lasted at now, noting now as
