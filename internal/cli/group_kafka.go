@@ -31,23 +31,24 @@ const (
 type kafkaConfig struct {
 	brokers                   cli.StringSlice
 	tls                       bool
-	tlsCA, tlsCert, tlsKey    string
+	tlsFiles                  tlsFiles
 	saslMechanism, user, pass string
 	maxVersion                string
 }
 
 func (k *kafkaConfig) flags() []cli.Flag {
-	return []cli.Flag{
+	return concat([]cli.Flag{
 		brokersFlag(&k.brokers, []string{loop.DefaultBroker}, "Kafka seed brokers, host:port (repeat, or comma-separate)"),
 		boolFlag(flagKafkaTLS, &k.tls, "connect to Kafka with TLS"),
-		stringFlag(flagKafkaTLSCA, &k.tlsCA, "", "PEM `FILE` of CAs to trust for Kafka TLS (default: the system pool)"),
-		stringFlag(flagKafkaTLSCert, &k.tlsCert, "", "PEM `FILE` of a client certificate for Kafka mTLS"),
-		stringFlag(flagKafkaTLSKey, &k.tlsKey, "", "PEM `FILE` of the client certificate's key"),
+	}, k.tlsFiles.flags(flagKafkaTLSCA, flagKafkaTLSCert, flagKafkaTLSKey,
+		"PEM `FILE` of CAs to trust for Kafka TLS (default: the system pool)",
+		"PEM `FILE` of a client certificate for Kafka mTLS",
+		"PEM `FILE` of the client certificate's key"), []cli.Flag{
 		stringFlag(flagSASLMechanism, &k.saslMechanism, "", "Kafka SASL mechanism: plain, scram-sha-256 or scram-sha-512 (default: none)"),
 		stringFlag(flagSASLUser, &k.user, "", "SASL user name"),
 		stringFlag(flagSASLPassword, &k.pass, "", "SASL password (prefer FLAKESTREAM_SASL_PASSWORD to a flag)"),
 		stringFlag(flagKafkaMaxVersion, &k.maxVersion, "", "speak the Kafka protocol of at most this release (e.g. 3.9), for brokers or features a newer protocol trips on (default: the newest both sides know)"),
-	}
+	})
 }
 
 // brokersFlag is --brokers; bench gives it no default (an embedded kfake).
@@ -55,26 +56,46 @@ func brokersFlag(dst *cli.StringSlice, value []string, usage string) cli.Flag {
 	return stringSliceFlag(flagBrokers, dst, value, usage)
 }
 
-// tlsConfig is a TLS client configuration from PEM files, as the Kafka
-// and the schema-registry flags give them: ca ("" for the system pool), a
-// client certificate and its key (cert "" for none). The flag names say,
-// in an error, which flag to fix.
-func tlsConfig(ca, cert, key, flagCA, flagCert, flagKey string) (*tls.Config, error) {
+// tlsFiles are the PEM files of a TLS client, as the Kafka and the
+// schema-registry flags give them: the CAs to trust ("" for the system
+// pool), a client certificate and its key (cert "" for none), and the
+// names of their flags, which an error names so that users know which
+// flag to fix.
+type tlsFiles struct {
+	ca, cert, key             string
+	flagCA, flagCert, flagKey string
+}
+
+// flags returns the three flags, named and described as given.
+func (t *tlsFiles) flags(ca, cert, key, caUsage, certUsage, keyUsage string) []cli.Flag {
+	t.flagCA, t.flagCert, t.flagKey = ca, cert, key
+	return []cli.Flag{
+		stringFlag(ca, &t.ca, "", caUsage),
+		stringFlag(cert, &t.cert, "", certUsage),
+		stringFlag(key, &t.key, "", keyUsage),
+	}
+}
+
+// given reports whether a CA or a client certificate was given.
+func (t *tlsFiles) given() bool { return t.ca != "" || t.cert != "" }
+
+// config is the TLS client configuration of the files.
+func (t *tlsFiles) config() (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if ca != "" {
-		pem, err := os.ReadFile(ca)
+	if t.ca != "" {
+		pem, err := os.ReadFile(t.ca)
 		if err != nil {
-			return nil, fmt.Errorf("--%s: %w", flagCA, err)
+			return nil, fmt.Errorf("--%s: %w", t.flagCA, err)
 		}
 		cfg.RootCAs = x509.NewCertPool()
 		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--%s %s: no PEM certificate in it", flagCA, ca)
+			return nil, fmt.Errorf("--%s %s: no PEM certificate in it", t.flagCA, t.ca)
 		}
 	}
-	if cert != "" {
-		pair, err := tls.LoadX509KeyPair(cert, key)
+	if t.cert != "" {
+		pair, err := tls.LoadX509KeyPair(t.cert, t.key)
 		if err != nil {
-			return nil, fmt.Errorf("--%s/--%s: %w", flagCert, flagKey, err)
+			return nil, fmt.Errorf("--%s/--%s: %w", t.flagCert, t.flagKey, err)
 		}
 		cfg.Certificates = []tls.Certificate{pair}
 	}
@@ -84,8 +105,8 @@ func tlsConfig(ca, cert, key, flagCA, flagCert, flagKey string) (*tls.Config, er
 // opts turns the Kafka security flags into franz-go options.
 func (k *kafkaConfig) opts() ([]kgo.Opt, error) {
 	var opts []kgo.Opt
-	if k.tls || k.tlsCA != "" || k.tlsCert != "" {
-		cfg, err := tlsConfig(k.tlsCA, k.tlsCert, k.tlsKey, flagKafkaTLSCA, flagKafkaTLSCert, flagKafkaTLSKey)
+	if k.tls || k.tlsFiles.given() {
+		cfg, err := k.tlsFiles.config()
 		if err != nil {
 			return nil, err
 		}

@@ -26,23 +26,24 @@ const (
 )
 
 type schemaConfig struct {
-	valueFormat            string
-	url, user, pass        string
-	tlsCA, tlsCert, tlsKey string
-	strategy               string
+	valueFormat     string
+	url, user, pass string
+	tlsFiles        tlsFiles
+	strategy        string
 }
 
 func (sc *schemaConfig) flags() []cli.Flag {
-	return []cli.Flag{
+	return concat([]cli.Flag{
 		stringFlag(flagValueFormat, &sc.valueFormat, string(codec.ValueJSON), "encoding of order values: json, or avro or protobuf in the Confluent wire format through --schema-registry"),
 		stringFlag(flagSchemaRegistry, &sc.url, "", "schema registry `URL` (http(s)://[user:password@]host:port; several comma-separated are tried in turn), required for --value-format avro and protobuf"),
 		stringFlag(flagSchemaRegistryUser, &sc.user, "", "schema registry basic-auth user, overriding the URL's user info"),
 		stringFlag(flagSchemaRegistryPassword, &sc.pass, "", "schema registry basic-auth password (prefer FLAKESTREAM_SCHEMA_REGISTRY_PASSWORD to a flag)"),
-		stringFlag(flagSchemaRegistryTLSCA, &sc.tlsCA, "", "PEM `FILE` of CAs to trust for an https schema registry (default: the system pool)"),
-		stringFlag(flagSchemaRegistryTLSCert, &sc.tlsCert, "", "PEM `FILE` of a client certificate for schema registry mTLS"),
-		stringFlag(flagSchemaRegistryTLSKey, &sc.tlsKey, "", "PEM `FILE` of the schema registry client certificate's key"),
+	}, sc.tlsFiles.flags(flagSchemaRegistryTLSCA, flagSchemaRegistryTLSCert, flagSchemaRegistryTLSKey,
+		"PEM `FILE` of CAs to trust for an https schema registry (default: the system pool)",
+		"PEM `FILE` of a client certificate for schema registry mTLS",
+		"PEM `FILE` of the schema registry client certificate's key"), []cli.Flag{
 		stringFlag(flagSubjectNameStrategy, &sc.strategy, schema.TopicName.String(), "subject the output schema is registered under: topic (<output topic>-value), record (the record's full name) or topic-record (<output topic>-<full name>)"),
-	}
+	})
 }
 
 // valueFormat parses --value-format; a bad value is a usage error.
@@ -88,10 +89,10 @@ func (sc *schemaConfig) format(cd *codec.Codec, outputTopic string, numberFormat
 
 // tls builds the registry's TLS configuration, or nil for Go's defaults.
 func (sc *schemaConfig) tls() (*tls.Config, error) {
-	if sc.tlsCA == "" && sc.tlsCert == "" {
+	if !sc.tlsFiles.given() {
 		return nil, nil
 	}
-	return tlsConfig(sc.tlsCA, sc.tlsCert, sc.tlsKey, flagSchemaRegistryTLSCA, flagSchemaRegistryTLSCert, flagSchemaRegistryTLSKey)
+	return sc.tlsFiles.config()
 }
 
 // embeddedRegistry, for demo and bench: when the value format needs a
