@@ -30,10 +30,17 @@ func Render(c *chart.Chart, values map[string]any, rel Release) (map[string]stri
 	return engine.Engine{Strict: true}.Render(c, vals)
 }
 
-// Manifest joins rendered templates into one stream of YAML documents,
-// in the order `helm template` prints them, each headed by its source.
-// NOTES.txt and empty templates are left out.
-func Manifest(out map[string]string) string {
+// Document is one YAML document of a rendered template.
+type Document struct {
+	Source string // the template's name
+	Key    string // releaseutil's key of the document within it
+	Body   string
+}
+
+// Documents splits rendered templates into their YAML documents, in the
+// order `helm template` prints them. NOTES.txt and empty templates are
+// left out.
+func Documents(out map[string]string) []Document {
 	names := make([]string, 0, len(out))
 	for name := range out {
 		if strings.HasSuffix(name, ".yaml") && strings.TrimSpace(out[name]) != "" {
@@ -41,7 +48,7 @@ func Manifest(out map[string]string) string {
 		}
 	}
 	sort.Strings(names)
-	var b strings.Builder
+	var all []Document
 	for _, name := range names {
 		docs := releaseutil.SplitManifests(out[name])
 		keys := make([]string, 0, len(docs))
@@ -50,8 +57,19 @@ func Manifest(out map[string]string) string {
 		}
 		sort.Sort(releaseutil.BySplitManifestsOrder(keys))
 		for _, k := range keys {
-			b.WriteString("---\n# Source: " + name + "\n" + strings.TrimSpace(docs[k]) + "\n")
+			all = append(all, Document{Source: name, Key: k, Body: docs[k]})
 		}
+	}
+	return all
+}
+
+// Manifest joins rendered templates into one stream of YAML documents,
+// in the order `helm template` prints them, each headed by its source.
+// NOTES.txt and empty templates are left out.
+func Manifest(out map[string]string) string {
+	var b strings.Builder
+	for _, d := range Documents(out) {
+		b.WriteString("---\n# Source: " + d.Source + "\n" + strings.TrimSpace(d.Body) + "\n")
 	}
 	return b.String()
 }

@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"sort"
 	"strings"
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/releaseutil"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
@@ -115,33 +113,16 @@ func renderOf(t *testing.T, c *chart.Chart, values map[string]any) rendered {
 		t.Fatalf("render: %v", err)
 	}
 	var objs rendered
-	names := make([]string, 0, len(out))
-	for name := range out {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if path.Ext(name) != ".yaml" {
-			continue // NOTES.txt
+	for _, d := range Documents(out) {
+		if strings.TrimSpace(stripComments(d.Body)) == "" {
+			continue
 		}
-		docs := releaseutil.SplitManifests(out[name])
-		keys := make([]string, 0, len(docs))
-		for k := range docs {
-			keys = append(keys, k)
+		o, err := decodeStrict([]byte(d.Body))
+		if err != nil {
+			t.Fatalf("%s (%s): %v\n%s", d.Source, d.Key, err, d.Body)
 		}
-		sort.Sort(releaseutil.BySplitManifestsOrder(keys))
-		for _, k := range keys {
-			doc := docs[k]
-			if strings.TrimSpace(stripComments(doc)) == "" {
-				continue
-			}
-			o, err := decodeStrict([]byte(doc))
-			if err != nil {
-				t.Fatalf("%s (%s): %v\n%s", name, k, err, doc)
-			}
-			o.source = name
-			objs = append(objs, o)
-		}
+		o.source = d.Source
+		objs = append(objs, o)
 	}
 	return objs
 }
