@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"sync"
 
@@ -49,7 +48,7 @@ func NewLanes(n int, s loop.Settings, opts ...Opt) (*Lanes, error) {
 		return &Lanes{workers: []*Worker{w}}, nil
 	}
 	if s.InstanceID == "" {
-		s.InstanceID, _ = os.Hostname() // the default, which the lanes suffix
+		s.InstanceID = loop.DefaultInstanceID() // the default, which the lanes suffix
 	}
 	ls := &Lanes{workers: make([]*Worker, n)}
 	for i := range n {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/flakestream/flakestream/internal/txnguard"
@@ -98,8 +97,7 @@ func (cc *consumeConfig) flag(name string) cli.Flag {
 	case flagGroup:
 		return stringFlag(name, &cc.group, cc.defaultGroup, "consumer group (a new group starts at --start-offset, the audit's at the earliest offset)")
 	case flagInstanceID:
-		host, _ := os.Hostname()
-		return stringFlag(name, &cc.instanceID, host, "this instance's stable name (default: the host name, unique per pod); the transactional ID is flakestream-<group>-<instance-id>")
+		return stringFlag(name, &cc.instanceID, loop.DefaultInstanceID(), "this instance's stable name (default: the host name, unique per pod); the transactional ID is flakestream-<group>-<instance-id>")
 	case flagTransactionalID:
 		return stringFlag(name, &cc.transactionalID, "", "transactional ID, overriding the one derived from --instance-id")
 	case flagStartOffset:

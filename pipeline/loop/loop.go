@@ -142,6 +142,13 @@ func NoWait(d time.Duration) time.Duration {
 	return d
 }
 
+// DefaultInstanceID is the instance ID of Settings that give none: the
+// host name, unique per pod in Kubernetes.
+func DefaultInstanceID() string {
+	host, _ := os.Hostname()
+	return host
+}
+
 // Validate checks s and fills in its defaults.
 func (s *Settings) Validate() error {
 	switch {
@@ -153,7 +160,7 @@ func (s *Settings) Validate() error {
 		return ErrNoGroup
 	}
 	if s.InstanceID == "" {
-		s.InstanceID, _ = os.Hostname()
+		s.InstanceID = DefaultInstanceID()
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
