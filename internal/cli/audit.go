@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"strconv"
 	"strings"
 	"time"
@@ -86,6 +87,9 @@ func (cfg *auditConfig) command() *cli.Command {
 func (cfg *auditConfig) run(c *cli.Context) error {
 	log, err := cfg.ops.logger(c.App.ErrWriter)
 	if err != nil {
+		return err
+	}
+	if err := cfg.ops.applyMemoryLimit(log, memlimit.FromCgroup); err != nil {
 		return err
 	}
 	reg := newRegistry()

@@ -34,6 +34,7 @@ const (
 
 type opsConfig struct {
 	httpAddr, logFormat, logLevel string
+	memoryLimit                   string
 }
 
 // flags are the operations flags of a long-running command serving its
@@ -41,6 +42,7 @@ type opsConfig struct {
 func (o *opsConfig) flags(httpAddr string) []cli.Flag {
 	return append([]cli.Flag{
 		stringFlag(flagHTTPAddr, &o.httpAddr, httpAddr, "serve /metrics, /healthz and /readyz on this address (\"\" turns it off)"),
+		o.memoryLimitFlag(),
 	}, o.logFlags()...)
 }
 

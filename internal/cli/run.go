@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"time"
 
 	"github.com/flakestream/flakestream/idgen"
@@ -43,6 +44,9 @@ func runCommand() *cli.Command {
 func (cfg *runConfig) run(c *cli.Context) error {
 	log, err := cfg.ops.logger(c.App.ErrWriter)
 	if err != nil {
+		return err
+	}
+	if err := cfg.ops.applyMemoryLimit(log, memlimit.FromCgroup); err != nil {
 		return err
 	}
 	if err := cfg.identity.check(c); err != nil {
