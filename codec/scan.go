@@ -1,10 +1,6 @@
 package codec
 
-import (
-	"encoding/binary"
-	"math/bits"
-	"unicode/utf8"
-)
+import "unicode/utf8"
 
 // maxDepth is encoding/json's nesting limit. RFC 8259 lets a parser limit
 // depth; using the same one means every value Inspect accepts can be decoded
@@ -251,7 +247,9 @@ func (s *scanner) str() (escaped, ok bool) {
 	data := s.data
 	i := s.pos + 1
 	for {
-		i = skipStrSafe(data, i)
+		for i < len(data) && strSafe[data[i]] {
+			i++
+		}
 		if i >= len(data) {
 			return false, s.fail(i, "unterminated string")
 		}
@@ -365,28 +363,4 @@ func (s *scanner) object() bool {
 			return ok
 		}
 	}
-}
-
-// skipStrSafe returns the offset of the first byte at or after i that a
-// string cannot hold as it is ('"', '\\', a control character, or the
-// start of a multi-byte UTF-8 sequence), or len(data). Eight bytes at a
-// time: string scanning is most of what validating an order costs.
-func skipStrSafe(data []byte, i int) int {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	for i+8 <= len(data) {
-		w := binary.LittleEndian.Uint64(data[i:])
-		q, b := w^(ones*'"'), w^(ones*'\\')
-		// A byte's high bit is set where it is 0 in q or b, below 0x20,
-		// or 0x80 and above. Borrows can mark a byte above a marked one
-		// wrongly, never below, so the lowest mark is right.
-		m := ((q - ones) &^ q) | ((b - ones) &^ b) | ((w - ones*0x20) &^ w) | w
-		if m &= highs; m != 0 {
-			return i + bits.TrailingZeros64(m)>>3
-		}
-		i += 8
-	}
-	for i < len(data) && strSafe[data[i]] {
-		i++
-	}
-	return i
 }
