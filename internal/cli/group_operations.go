@@ -6,8 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/flakestream/flakestream/pipeline"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -49,18 +51,18 @@ func (o *opsConfig) flags(httpAddr string) []cli.Flag {
 func (o *opsConfig) logFlags() []cli.Flag {
 	return []cli.Flag{
 		stringFlag(flagLogFormat, &o.logFormat, defaultLogFormat, "log format: text or json"),
-		stringFlag(flagLogLevel, &o.logLevel, defaultLogLevel, "log level: debug, info, warn or error"),
+		stringFlag(flagLogLevel, &o.logLevel, defaultLogLevel, "log level: trace, debug, info, warn or error (trace adds franz-go's own debug lines: every request's outcome, partition by partition)"),
 	}
 }
 
 // logger builds the structured logger the flags describe, writing to w
 // (the app's standard error, or what draws on it).
 func (o *opsConfig) logger(w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return nil, usageErr("--%s %q: want debug, info, warn or error", flagLogLevel, o.logLevel)
+	level, err := parseLogLevel(o.logLevel)
+	if err != nil {
+		return nil, err
 	}
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: nameTrace}
 	switch o.logFormat {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
@@ -68,6 +70,29 @@ func (o *opsConfig) logger(w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, usageErr("--%s %q: want text or json", flagLogFormat, o.logFormat)
+}
+
+// parseLogLevel reads --log-level: slog's names, and trace (eos.LevelTrace),
+// below debug, where franz-go's debug lines are passed through too.
+func parseLogLevel(s string) (slog.Level, error) {
+	if strings.EqualFold(s, "trace") {
+		return eos.LevelTrace, nil
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(s)); err != nil {
+		return 0, usageErr("--%s %q: want trace, debug, info, warn or error", flagLogLevel, s)
+	}
+	return level, nil
+}
+
+// nameTrace writes eos.LevelTrace as TRACE rather than slog's DEBUG-4.
+func nameTrace(_ []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.LevelKey {
+		if l, ok := a.Value.Any().(slog.Level); ok && l == eos.LevelTrace {
+			a.Value = slog.StringValue("TRACE")
+		}
+	}
+	return a
 }
 
 // serve serves /metrics from reg, /healthz, /readyz (from ready) and the

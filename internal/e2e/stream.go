@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -44,13 +46,41 @@ func (e *Env) StartStream(t testing.TB, cfg StreamConfig) *Stream {
 	}
 	// Records of several MiB in flight at once during a broker restart are
 	// bounded by MaxBufferedRecords: Produce blocks rather than piling up.
-	cl := e.Kafka.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.MaxBufferedRecords(20000), kgo.ProducerBatchMaxBytes(1<<20))
+	opts := []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.MaxBufferedRecords(20000), kgo.ProducerBatchMaxBytes(1 << 20)}
+	if l := e.streamLogger(t); l != nil {
+		opts = append(opts, kgo.WithLogger(l))
+	}
+	cl := e.Kafka.Client(t, opts...)
 	s := &Stream{e: e, cfg: cfg, cl: cl, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); <-s.done })
 	go s.run(ctx)
 	return s
+}
+
+// streamLogger is the stream's client logger when
+// $FLAKESTREAM_E2E_STREAM_LOG names a franz-go level (debug, info, warn,
+// error): the client's own lines, to <log dir>/stream.log, beside the
+// workers' logs, so that a stall of the input can be told from one of the
+// workers. Unset, the stream's client logs nothing.
+func (e *Env) streamLogger(t testing.TB) kgo.Logger {
+	t.Helper()
+	v := os.Getenv("FLAKESTREAM_E2E_STREAM_LOG")
+	if v == "" {
+		return nil
+	}
+	levels := map[string]kgo.LogLevel{"debug": kgo.LogLevelDebug, "info": kgo.LogLevelInfo, "warn": kgo.LogLevelWarn, "error": kgo.LogLevelError}
+	level, ok := levels[v]
+	if !ok {
+		t.Fatalf("e2e: FLAKESTREAM_E2E_STREAM_LOG=%q: want debug, info, warn or error", v)
+	}
+	f, err := os.Create(filepath.Join(e.logDir, "stream.log"))
+	if err != nil {
+		t.Fatalf("e2e: stream log: %v", err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return kgo.BasicLogger(f, level, func() string { return time.Now().UTC().Format("15:04:05.000000 ") })
 }
 
 func (s *Stream) run(ctx context.Context) {
