@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 // of the one-shot commands.
 const (
 	flagHTTPAddr  = "http-addr"
+	flagPprof     = "pprof"
 	flagLogFormat = "log-format"
 	flagLogLevel  = "log-level"
 	flagJSON      = "json"
@@ -37,6 +40,7 @@ const (
 type opsConfig struct {
 	httpAddr, logFormat, logLevel string
 	memoryLimit                   string
+	pprof                         bool
 }
 
 // flags are the operations flags of a long-running command serving its
@@ -44,6 +48,7 @@ type opsConfig struct {
 func (o *opsConfig) flags(httpAddr string) []cli.Flag {
 	return append([]cli.Flag{
 		stringFlag(flagHTTPAddr, &o.httpAddr, httpAddr, "serve /metrics, /healthz and /readyz on this address (\"\" turns it off)"),
+		boolFlag(flagPprof, &o.pprof, "also serve Go's profiles under /debug/pprof/ on --http-addr (CPU, heap, goroutines: what a slow or stuck process is doing); off by default, as they show the process's internals to whoever reaches the address"),
 		o.memoryLimitFlag(),
 	}, o.logFlags()...)
 }
@@ -100,7 +105,14 @@ func nameTrace(_ []string, a slog.Attr) slog.Attr {
 // names what is served in the log line.
 func (o *opsConfig) serve(ctx context.Context, reg *prometheus.Registry, ready func() error, extra map[string]http.Handler, log *slog.Logger, paths string) error {
 	if o.httpAddr == "" {
+		if o.pprof {
+			return usageErr("--%s needs --%s: the profiles are served on it", flagPprof, flagHTTPAddr)
+		}
 		return nil
+	}
+	if o.pprof {
+		extra = withPprof(extra)
+		paths += " and /debug/pprof/"
 	}
 	bound, err := pipeline.Serve(ctx, o.httpAddr, reg, ready, extra, log)
 	if err != nil {
@@ -108,6 +120,23 @@ func (o *opsConfig) serve(ctx context.Context, reg *prometheus.Registry, ready f
 	}
 	log.Info("serving "+paths, "addr", bound.String())
 	return nil
+}
+
+// withPprof returns extra with net/http/pprof's handlers added, as that
+// package registers them on the default mux (which flakestream does not
+// serve): the index and every named profile under /debug/pprof/, and the
+// CPU profile, the execution trace, the command line and symbol lookup.
+func withPprof(extra map[string]http.Handler) map[string]http.Handler {
+	m := maps.Clone(extra)
+	if m == nil {
+		m = map[string]http.Handler{}
+	}
+	m["/debug/pprof/"] = http.HandlerFunc(pprof.Index)
+	m["/debug/pprof/cmdline"] = http.HandlerFunc(pprof.Cmdline)
+	m["/debug/pprof/profile"] = http.HandlerFunc(pprof.Profile)
+	m["/debug/pprof/symbol"] = http.HandlerFunc(pprof.Symbol)
+	m["/debug/pprof/trace"] = http.HandlerFunc(pprof.Trace)
+	return m
 }
 
 func jsonFlag(dst *bool, usage string) cli.Flag { return boolFlag(flagJSON, dst, usage) }

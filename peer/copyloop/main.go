@@ -6,7 +6,10 @@
 // over this one's is what the worker costs over the least a transactional
 // copy can cost.
 //
-//	copyloop -brokers 127.0.0.1:9092 -input in -output out -group g -txn-id t
+//	copyloop -brokers 127.0.0.1:9092 -input in -output out -group g -txn-id t [-pprof-addr 127.0.0.1:6060]
+//
+// -pprof-addr serves Go's profiles (net/http/pprof) for scripts/peer-bench
+// --profile, as flakestream run --pprof does.
 //
 // It runs until SIGTERM or SIGINT, or -timeout.
 package main
@@ -16,6 +19,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
+	_ "net/http/pprof" // -pprof-addr serves the default mux, where it registers
 	"os"
 	"os/signal"
 	"strings"
@@ -32,10 +38,21 @@ func main() {
 	group := flag.String("group", "", "consumer group (required)")
 	txnID := flag.String("txn-id", "", "transactional ID (required)")
 	timeout := flag.Duration("timeout", 30*time.Minute, "stop after this long")
+	pprofAddr := flag.String("pprof-addr", "", "serve /debug/pprof/ on this address (\"\": off)")
 	flag.Parse()
 	if *input == "" || *output == "" || *group == "" || *txnID == "" {
 		fmt.Fprintln(os.Stderr, "copyloop: -input, -output, -group and -txn-id are required")
 		os.Exit(2)
+	}
+	if *pprofAddr != "" {
+		l, err := net.Listen("tcp", *pprofAddr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "copyloop: -pprof-addr:", err)
+			os.Exit(2)
+		}
+		srv := &http.Server{ReadHeaderTimeout: 5 * time.Second} // the default mux
+		go func() { _ = srv.Serve(l) }()
+		defer srv.Close()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

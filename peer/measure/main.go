@@ -9,6 +9,7 @@
 //	measure topics  -brokers B -partitions N -create T1,T2 | -delete T1,T2
 //	measure fill    -brokers B -topic T -count N [-record-bytes 200]
 //	measure watch   -brokers B -topic T -group G -pid P -broker-pid Q [-redis-pid R]
+//	                [-pprof http://H:P -cpu-profile F -profile-seconds 5] [-metrics-out F]
 //	measure check   -brokers B -topic T -expect numbered|copy
 //	measure latency -brokers B -input T -output O [-rate 1000 -duration 15s]
 //
@@ -196,9 +197,22 @@ func watch(ctx context.Context, args []string) (any, error) {
 	fs.DurationVar(&w.every, "every", 50*time.Millisecond, "sampling interval")
 	fs.Float64Var(&lo, "lo", 0.1, "the steady window opens at this fraction of the backlog committed")
 	fs.Float64Var(&hi, "hi", 0.9, "and closes at this one")
+	var addr, metricsOut string
+	fs.StringVar(&addr, "pprof", "", "the worker's HTTP address, http://host:port, serving /debug/pprof/ (and, for -metrics-out, /metrics)")
+	fs.StringVar(&w.prof.out, "cpu-profile", "", "with -pprof: write the worker's CPU profile, taken from the steady window's start, to this file")
+	fs.IntVar(&w.prof.seconds, "profile-seconds", 5, "the CPU profile's length")
+	fs.StringVar(&metricsOut, "metrics-out", "", "with -pprof: write the worker's /metrics, read once the backlog is committed, to this file")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	addr = strings.TrimSuffix(addr, "/")
+	if (w.prof.out != "" || metricsOut != "") && addr == "" {
+		return nil, errors.New("-cpu-profile and -metrics-out need -pprof")
+	}
+	if w.prof.out != "" {
+		w.prof.base = addr
+	}
+	w.lo = lo
 	ctx, cancel, cl, err := c.start(ctx)
 	if err != nil {
 		return nil, err
@@ -211,8 +225,16 @@ func watch(ctx context.Context, args []string) (any, error) {
 		return nil, err
 	}
 	samples, err := w.samples(ctx, total)
+	if perr := w.prof.wait(); err == nil && perr != nil {
+		err = perr
+	}
 	if err != nil {
 		return nil, err
+	}
+	if metricsOut != "" {
+		if err := saveMetrics(ctx, addr, metricsOut); err != nil {
+			return nil, err
+		}
 	}
 	s, err := steadyOf(samples, total, lo, hi)
 	if err != nil {
@@ -235,6 +257,8 @@ type watcher struct {
 	topic, group             string
 	pid, brokerPid, redisPid int
 	every                    time.Duration
+	lo                       float64  // the steady window's opening fraction, where the profile starts
+	prof                     profiler // off unless -pprof and -cpu-profile
 }
 
 // backlog is the sum of the topic's end offsets.
@@ -301,6 +325,9 @@ func (w *watcher) samples(ctx context.Context, total int64) ([]sample, error) {
 			}
 		})
 		samples = append(samples, sample{at: at, committed: n, workerCPU: wk, broker: b, redis: r})
+		if float64(n) >= w.lo*float64(total) {
+			w.prof.start(ctx)
+		}
 		if n >= total {
 			return samples, nil
 		}
