@@ -210,6 +210,9 @@ func watch(ctx context.Context, args []string) (any, error) {
 		return nil, errors.New("-cpu-profile and -metrics-out need -pprof")
 	}
 	if w.prof.out != "" {
+		if w.prof.seconds < 1 {
+			return nil, fmt.Errorf("-profile-seconds %d: want at least 1", w.prof.seconds)
+		}
 		w.prof.base = addr
 	}
 	w.lo = lo
