@@ -59,9 +59,9 @@ func getInto(ctx context.Context, url, out string) error {
 	return writeFile(out, res.Body)
 }
 
-// wait returns the profile's error; nil if none was asked for. A backlog
-// drained before the profile ended leaves the profile shorter than asked
-// (the tail's idle time), which is no error.
+// wait returns the profile's error; nil if none was asked for. The worker
+// keeps running after the backlog, so a backlog drained before the profile
+// ends leaves idle time in the profile's tail, which is no error.
 func (p *profiler) wait() error {
 	if p.done == nil {
 		if p.base != "" {
