@@ -7,7 +7,7 @@ PKGS    ?= ./...
 # missing one fail instead of skip.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all test test-helm helm lint-helm test-kafka test-kafka-cluster test-interop test-rules lint fmt vet staticcheck bench demo build fuzz clean funclen
+.PHONY: all test test-helm helm lint-helm lint-bench test-kafka test-kafka-cluster test-interop test-rules lint fmt vet staticcheck bench demo build fuzz clean funclen
 
 all: lint test
 
@@ -89,7 +89,7 @@ test-kafka-cluster:
 	FLAKESTREAM_KAFKA_LOCAL=1 FLAKESTREAM_ARTIFACTS=$(abspath $(ARTIFACTS)) \
 		$(GO) test $(CLUSTERFLAGS) -run '^TestCluster' $(E2E_PKGS)
 
-lint: fmt vet staticcheck lint-helm
+lint: fmt vet staticcheck lint-helm lint-bench
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -107,6 +107,14 @@ lint-helm:
 	cd deploy/helm && $(GO) vet ./...
 	$(GO) build -o bin/staticcheck honnef.co/go/tools/cmd/staticcheck
 	cd deploy/helm && ../../bin/staticcheck ./...
+
+# The bench module (bench/: the peer programs, verifybench, the run
+# records): built, vetted and staticchecked, so that a measurement tool
+# never rots between runs.
+lint-bench:
+	cd bench && $(GO) build ./... && $(GO) vet ./...
+	$(GO) build -o bin/staticcheck honnef.co/go/tools/cmd/staticcheck
+	cd bench && ../bin/staticcheck ./...
 
 # Go benchmarks; the end-to-end figures come from `go run . bench`.
 bench:
@@ -126,7 +134,7 @@ fuzz:
 
 # The ten longest non-test functions; fails when one is over 80 lines.
 funclen:
-	$(GO) test -count=1 -run 'TestLongestFunction' -v ./internal/funclen/
+	$(GO) test -count=1 -run 'TestLongestFunction' -v ./tools/funclen/
 
 clean:
 	rm -rf bin

@@ -14,7 +14,7 @@ import (
 
 // External says which worker another process runs and how to measure its
 // latency: flakestream run, or a peer such as the Kafka Streams app of
-// peer/kstreams, reading Input and writing Output on Brokers.
+// bench/peer/kstreams, reading Input and writing Output on Brokers.
 type External struct {
 	Brokers       []string
 	Input, Output string

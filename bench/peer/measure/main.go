@@ -1,5 +1,5 @@
 // Command measure is the Go half of scripts/peer-bench, which runs
-// flakestream and its Kafka Streams peer (peer/kstreams) side by side on
+// flakestream and its Kafka Streams peer (bench/peer/kstreams) side by side on
 // one broker: it fills the backlog, creates and deletes the topics,
 // watches a worker in another process drain the backlog (its group's
 // committed offsets, its and the broker's CPU time from /proc, its peak

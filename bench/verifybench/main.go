@@ -4,7 +4,7 @@
 // binary's verify --json as a process and prints its records per second and
 // peak resident memory (the kernel's maxrss of the child).
 //
-//	go run ./internal/e2e/verifybench -brokers 127.0.0.1:9092 -records 10000000
+//	go run ./bench/verifybench -brokers 127.0.0.1:9092 -records 10000000
 //
 // It fills the topics once per -prefix; run it again with the same prefix
 // to measure verify alone.
