@@ -13,8 +13,11 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
+# The commit --version shows: the build context may hold no .git to stamp
+# it from (docker build --build-arg COMMIT=$(git rev-parse HEAD) .).
+ARG COMMIT=
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/flakestream .
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/flakestream/flakestream/internal/cli.commit=${COMMIT}" -o /out/flakestream .
 
 # distroless/static has CA certificates (Kafka TLS, rediss://) and tzdata,
 # and no shell.

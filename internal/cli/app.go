@@ -28,9 +28,11 @@ func App() *cli.App {
 	return &cli.App{
 		Name:                 "flakestream",
 		Usage:                "number order events in-stream with reversible snowflake numbers, exactly once",
+		Version:              Version,
 		HideHelpCommand:      true,
 		EnableBashCompletion: false,
 		OnUsageError:         usageError,
+		Action:               unknownCommand,
 		Commands: []*cli.Command{
 			genCommand(),
 			decodeCommand(),
@@ -113,7 +115,16 @@ func asUsage(err error) error {
 	return &exitError{code: 2, err: err}
 }
 
-// usageError keeps a bad flag to one line instead of the whole help text.
-func usageError(_ *cli.Context, err error, _ bool) error {
-	return &exitError{code: 2, err: fmt.Errorf("%w (see --help)", err)}
+// usageError keeps a bad flag to one line instead of the whole help text,
+// with the nearest flag name when the flag is unknown.
+func usageError(c *cli.Context, err error, _ bool) error {
+	var hint string
+	if name := undefinedFlag(err); name != "" && c != nil {
+		flags := c.App.Flags
+		if c.Command != nil {
+			flags = append(append([]cli.Flag{}, c.Command.Flags...), flags...)
+		}
+		hint = didYouMean(name, flagNames(flags), "--")
+	}
+	return &exitError{code: 2, err: fmt.Errorf("%w (see --help)%s", err, hint)}
 }
