@@ -84,12 +84,17 @@ type Result struct {
 // and the mean time of each phase of the worker's committed transactions
 // (eos.Phases) over the same run.
 type Latency struct {
-	Rate         float64            `json:"rate"`
-	Records      int                `json:"records"`
-	P50Ms        float64            `json:"p50_ms"`
-	P90Ms        float64            `json:"p90_ms"`
-	P99Ms        float64            `json:"p99_ms"`
-	MaxMs        float64            `json:"max_ms"`
+	Rate    float64 `json:"rate"`
+	Records int     `json:"records"`
+	P50Ms   float64 `json:"p50_ms"`
+	P90Ms   float64 `json:"p90_ms"`
+	P99Ms   float64 `json:"p99_ms"`
+	MaxMs   float64 `json:"max_ms"`
+	// Sent is how many orders sent after the warm-up the broker
+	// acknowledged, set by ExternalLatency only: Records below it are
+	// copies that did not show within the grace, which the percentiles
+	// leave out.
+	Sent         int                `json:"sent,omitempty"`
 	Transactions int64              `json:"transactions"`
 	PhaseMeanMs  map[string]float64 `json:"phase_mean_ms"`
 }
@@ -243,14 +248,18 @@ func (b *runner) topics(ctx context.Context, name string) (in, out string, clean
 	}, nil
 }
 
-// feed produces order events to topic until ctx ends, at most rate a
-// second (0: as fast as the worker drains them), staying at most ahead
-// records ahead of done(). Each record carries its send time in a header.
-func (b *runner) feed(ctx context.Context, topic string, rate float64, done func() int64, ahead int64) (*int64, func(), error) {
+// feed produces order events to topic until ctx ends or stop is called, at
+// most rate a second (0: as fast as the worker drains them), staying at
+// most ahead records ahead of done(). Each record carries its send time in
+// a header; acked, if not nil, is called with that time for every record
+// the broker acknowledged. stop returns once every record produced is
+// acknowledged or failed (for at most feedFlush), so that what acked
+// counted is final.
+func (b *runner) feed(ctx context.Context, topic string, rate float64, done func() int64, ahead int64, acked func(sentNs int64)) (func(), error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.cfg.Loop.Brokers...), kgo.ProducerLinger(2*time.Millisecond),
 		kgo.MaxBufferedRecords(20000), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// A pool of distinct events, reused: making them is not what is measured.
 	pool := make([][]byte, 4096)
@@ -278,14 +287,32 @@ func (b *runner) feed(ctx context.Context, topic string, rate float64, done func
 					time.Sleep(200 * time.Microsecond)
 				}
 			}
+			ns := time.Now().UnixNano()
 			r := &kgo.Record{Topic: topic, Value: pool[i%len(pool)],
-				Headers: []kgo.RecordHeader{{Key: "bench-sent", Value: strconv.AppendInt(nil, time.Now().UnixNano(), 10)}}}
-			cl.Produce(fctx, r, func(*kgo.Record, error) {})
+				Headers: []kgo.RecordHeader{{Key: "bench-sent", Value: strconv.AppendInt(nil, ns, 10)}}}
+			cl.Produce(fctx, r, func(_ *kgo.Record, err error) {
+				if err == nil && acked != nil {
+					acked(ns)
+				}
+			})
 			atomic.AddInt64(&sent, 1)
 		}
 	}()
-	return &sent, func() { cancel(); wg.Wait(); cl.Close() }, nil
+	return func() {
+		cancel()
+		wg.Wait()
+		// Records still buffered fail with the canceled context; those
+		// already on the wire are acknowledged or failed before Flush
+		// returns, which Close alone does not promise.
+		fctx, cancel := context.WithTimeout(context.Background(), feedFlush)
+		defer cancel()
+		_ = cl.Flush(fctx)
+		cl.Close()
+	}, nil
 }
+
+// feedFlush bounds how long a feed's stop waits for its last records.
+const feedFlush = 10 * time.Second
 
 // settings are the loop's settings of a measurement that reads topic in:
 // its own group and instance.
@@ -326,7 +353,7 @@ func (b *runner) throughput(ctx context.Context, name string, g *idgen.Generator
 	done := w.In
 	ctx = pprof.WithLabels(ctx, pprof.Labels("phase", name))
 	pprof.SetGoroutineLabels(ctx)
-	_, stopFeed, err := b.feed(ctx, in, 0, done, 200000)
+	stopFeed, err := b.feed(ctx, in, 0, done, 200000, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -427,7 +454,7 @@ func (b *runner) latency(ctx context.Context, rate float64, g *idgen.Generator) 
 		return res, err
 	}
 	defer cons.Close()
-	_, stopFeed, err := b.feed(ctx, in, rate, func() int64 { return 0 }, 0)
+	stopFeed, err := b.feed(ctx, in, rate, func() int64 { return 0 }, 0, nil)
 	if err != nil {
 		return res, err
 	}

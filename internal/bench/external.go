@@ -6,9 +6,11 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -21,9 +23,10 @@ type External struct {
 	Rate          float64       // orders/s sent to Input
 	Duration      time.Duration // measured, after a warm-up of a fifth of it
 	RecordBytes   int           // size of each order event
-	// Grace is how long reading goes on after sending stopped, so that
-	// the slowest copies of the last orders sent are counted instead of
-	// cut off, which would flatter the tail; 0 means 3s.
+	// Grace is how long reading goes on at most after sending stopped,
+	// so that the slowest copies of the last orders sent are counted
+	// instead of cut off, which would flatter the tail; reading ends as
+	// soon as a copy of every order counted has been seen. 0 means 3s.
 	Grace time.Duration
 }
 
@@ -34,40 +37,37 @@ const defaultGrace = 3 * time.Second
 // ExternalLatency measures an External worker's latency the way the bench
 // measures its own: it sends orders to Input at Rate, each with its send
 // time in a header, and a read_committed consumer of Output, which starts
-// at Output's end, notes when each copy becomes visible. Only records sent
-// after the warm-up count. The worker must copy input headers to its
-// output, as flakestream and Kafka Streams do. Transactions and
-// PhaseMeanMs stay zero: they are the worker's own metrics.
+// at Output's end offsets as they were before the first order was sent,
+// notes when each copy becomes visible. Only records sent after the
+// warm-up count; Sent says how many of those the broker acknowledged, and
+// reading stops once Records reaches it or the grace ends. The worker must
+// copy input headers to its output, as flakestream and Kafka Streams do.
+// Transactions and PhaseMeanMs stay zero: they are the worker's own
+// metrics.
 func ExternalLatency(ctx context.Context, e External) (Latency, error) {
 	res := Latency{Rate: e.Rate}
 	if e.Rate <= 0 || e.Duration <= 0 {
 		return res, fmt.Errorf("latency: want a positive rate and duration, have %v and %s", e.Rate, e.Duration)
 	}
-	cons, err := kgo.NewClient(kgo.SeedBrokers(e.Brokers...), kgo.ConsumeTopics(e.Output),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(10*time.Millisecond))
+	cons, err := outputConsumer(ctx, e)
 	if err != nil {
 		return res, err
 	}
 	defer cons.Close()
-	// A first short poll makes the consumer look up its start offsets
-	// before orders are sent; a copy it misses all the same is one sent
-	// in the warm-up, which does not count.
-	if err := cons.Ping(ctx); err != nil {
-		return res, err
-	}
-	pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	cons.PollFetches(pctx)
-	cancel()
 	b := &runner{cfg: Config{Loop: loop.Settings{Brokers: e.Brokers}, RecordBytes: e.RecordBytes}}
 	start := time.Now()
-	_, stop, err := b.feed(ctx, e.Input, e.Rate, func() int64 { return 0 }, 0)
+	warm := start.Add(e.Duration / 5).UnixNano()
+	var sent atomic.Int64
+	stop, err := b.feed(ctx, e.Input, e.Rate, func() int64 { return 0 }, 0, func(ns int64) {
+		if ns >= warm {
+			sent.Add(1)
+		}
+	})
 	if err != nil {
 		return res, err
 	}
 	stopFeed := sync.OnceFunc(stop)
 	defer stopFeed()
-	warm := start.Add(e.Duration / 5).UnixNano()
 	if e.Grace <= 0 {
 		e.Grace = defaultGrace
 	}
@@ -77,8 +77,12 @@ func ExternalLatency(ctx context.Context, e External) (Latency, error) {
 	var lat []float64
 	for now := time.Now(); now.Before(end); now = time.Now() {
 		if !stopped && now.After(deadline) {
-			stopFeed()
+			stopFeed() // returns once every acknowledgement is counted
 			stopped = true
+			res.Sent = int(sent.Load())
+		}
+		if stopped && len(lat) >= res.Sent {
+			break // a copy of every order counted is in: nothing left to wait for
 		}
 		until := end
 		if !stopped {
@@ -102,11 +106,41 @@ func ExternalLatency(ctx context.Context, e External) (Latency, error) {
 			return res, context.Cause(ctx)
 		}
 	}
+	if !stopped { // the last poll outlasted the grace
+		stopFeed()
+		res.Sent = int(sent.Load())
+	}
 	if len(lat) == 0 {
-		return res, fmt.Errorf("latency: no record sent to %s came through to %s in %s", e.Input, e.Output, e.Duration+e.Duration/5+e.Grace)
+		return res, fmt.Errorf("latency: none of the %d records sent to %s after the warm-up came through to %s in %s", res.Sent, e.Input, e.Output, e.Duration+e.Duration/5+e.Grace)
 	}
 	sort.Float64s(lat)
 	at := func(q float64) float64 { return lat[min(int(q*float64(len(lat))), len(lat)-1)] }
 	res.Records, res.P50Ms, res.P90Ms, res.P99Ms, res.MaxMs = len(lat), at(0.5), at(0.9), at(0.99), lat[len(lat)-1]
 	return res, nil
+}
+
+// outputConsumer is a read_committed consumer of e.Output from its end
+// offsets now: looked up before any order is sent, so that no copy of an
+// order sent after the warm-up is missed however slowly the consumer
+// starts.
+func outputConsumer(ctx context.Context, e External) (*kgo.Client, error) {
+	adm, err := kgo.NewClient(kgo.SeedBrokers(e.Brokers...))
+	if err != nil {
+		return nil, err
+	}
+	ends, err := kadm.NewClient(adm).ListEndOffsets(ctx, e.Output)
+	adm.Close()
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("latency: end offsets of %s: %w", e.Output, err)
+	}
+	from := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) { from[o.Partition] = kgo.NewOffset().At(o.Offset) })
+	if len(from) == 0 {
+		return nil, fmt.Errorf("latency: output topic %s has no partitions", e.Output)
+	}
+	return kgo.NewClient(kgo.SeedBrokers(e.Brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{e.Output: from}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(10*time.Millisecond))
 }

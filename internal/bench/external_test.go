@@ -13,9 +13,11 @@ import (
 
 // ExternalLatency counts every order sent after the warm-up once, through a
 // worker it does not run, and orders its percentiles; an output nobody
-// writes is an error, not a figure.
+// writes is an error, not a figure. How many orders the paced feed sends
+// in the window is the clock's doing, so the test checks the accounting
+// instead: a copy of every order sent after the warm-up is counted, once.
 func TestExternalLatencyThroughAWorkerItDoesNotRun(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	brokers := kfakeBrokers(t)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
@@ -44,15 +46,15 @@ func TestExternalLatencyThroughAWorkerItDoesNotRun(t *testing.T) {
 	}
 
 	const rate, d = 500, 500 * time.Millisecond
+	// The grace only bounds a worker slowed by a loaded machine: reading
+	// ends once every copy is in.
 	lat, err := ExternalLatency(ctx, External{Brokers: brokers, Input: "ext-in", Output: "ext-out",
-		Rate: rate, Duration: d, RecordBytes: 200, Grace: time.Second})
+		Rate: rate, Duration: d, RecordBytes: 200, Grace: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// rate × d orders are sent after the warm-up, give or take the one
-	// on the boundary.
-	if want := int(rate * d.Seconds()); lat.Records < want-2 || lat.Records > want+2 {
-		t.Errorf("records %d, want %d±2", lat.Records, want)
+	if lat.Sent == 0 || lat.Records != lat.Sent {
+		t.Errorf("records %d, want one for each of the %d orders sent after the warm-up", lat.Records, lat.Sent)
 	}
 	if !(0 < lat.P50Ms && lat.P50Ms <= lat.P90Ms && lat.P90Ms <= lat.P99Ms && lat.P99Ms <= lat.MaxMs) {
 		t.Errorf("percentiles out of order: %+v", lat)
@@ -62,5 +64,9 @@ func TestExternalLatencyThroughAWorkerItDoesNotRun(t *testing.T) {
 		Rate: rate, Duration: 100 * time.Millisecond, RecordBytes: 200, Grace: 100 * time.Millisecond})
 	if err == nil {
 		t.Error("ExternalLatency of an output nobody writes: no error")
+	}
+	if _, err := ExternalLatency(ctx, External{Brokers: brokers, Input: "ext-in", Output: "ext-none",
+		Rate: rate, Duration: 100 * time.Millisecond, RecordBytes: 200}); err == nil {
+		t.Error("ExternalLatency of an output topic that does not exist: no error")
 	}
 }
