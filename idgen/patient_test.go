@@ -35,14 +35,16 @@ func TestPatient(t *testing.T) {
 		}
 	})
 	t.Run("gives up after the bound", func(t *testing.T) {
+		// The clock moves only by each retry's wait, so that the give-up
+		// does not depend on how busy the machine is: waits of 10, 20, 40
+		// and 80ms take it to 150ms, and the next (160ms) would pass 200.
 		f := &flakySequencer{fails: 1 << 30, err: outage}
-		start := time.Now()
-		_, err := Patient(f, 200*time.Millisecond, nil).Reserve(context.Background(), Request{N: 5})
-		if !errors.Is(err, outage) || !strings.Contains(err.Error(), "giving up") {
-			t.Fatalf("err %v, want the outage, given up", err)
-		}
-		if d := time.Since(start); d > time.Second {
-			t.Fatalf("gave up after %s, bound 200ms", d)
+		clock := time.Unix(1000, 0)
+		p := Patient(f, 200*time.Millisecond, func(_ error, wait time.Duration) { clock = clock.Add(wait) }).(*patient)
+		p.now = func() time.Time { return clock }
+		_, err := p.Reserve(context.Background(), Request{N: 5})
+		if !errors.Is(err, outage) || !strings.Contains(err.Error(), "no reservation for 150ms, giving up") || f.calls != 5 {
+			t.Fatalf("err %v after %d calls, want the outage given up after 5 calls and 150ms", err, f.calls)
 		}
 	})
 	t.Run("does not retry a configuration error", func(t *testing.T) {
