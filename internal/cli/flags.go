@@ -69,13 +69,18 @@ func configured(cmd *cli.Command) *cli.Command {
 		EnvVars: []string{envVar(flagConfig)},
 	}}, cmd.Flags...)
 	load := altsrc.InitInputSourceWithContext(cmd.Flags, func(c *cli.Context) (altsrc.InputSourceContext, error) {
-		return yamlSource(c.String(flagConfig))
+		return yamlSource(c.String(flagConfig), cmd.Name, cmd.Flags)
 	})
 	cmd.Before = func(c *cli.Context) error {
-		if _, err := yamlSource(c.String(flagConfig)); err != nil {
+		if _, err := yamlSource(c.String(flagConfig), cmd.Name, cmd.Flags); err != nil {
 			return err // one line, not altsrc's wrapping over three
 		}
-		return load(c)
+		if err := load(c); err != nil {
+			// A value of the wrong type: the file's fault, as a bad flag
+			// value is the command line's.
+			return asUsage(fmt.Errorf("config file %s: %w", c.String(flagConfig), err))
+		}
+		return nil
 	}
 	cmd.OnUsageError = usageError
 	return cmd
@@ -89,9 +94,18 @@ func concat(groups ...[]cli.Flag) []cli.Flag {
 	return out
 }
 
-// yamlSource reads the --config file (none: an empty source). Its keys are
-// flag names.
-func yamlSource(path string) (altsrc.InputSourceContext, error) {
+// ignoredKeyPrefix starts the --config keys that are no flag and are
+// ignored on purpose: notes, anchors for YAML aliases, settings of another
+// tool that shares the file. Any other key that is no flag of the command is
+// an error, so that a misspelt one is never silently dropped.
+const ignoredKeyPrefix = "x-"
+
+// yamlSource reads the --config file (none: an empty source) of command,
+// whose flags are flags. Its keys are flag names: one that is not (and does
+// not start with x-) is a usage error naming the nearest flag. A scalar
+// given for a list flag is a one-element list, and a number or bool given
+// for a string is its text, as on the command line.
+func yamlSource(path, command string, flags []cli.Flag) (altsrc.InputSourceContext, error) {
 	values := map[any]any{}
 	if path != "" {
 		b, err := os.ReadFile(path)
@@ -101,6 +115,59 @@ func yamlSource(path string) (altsrc.InputSourceContext, error) {
 		if err := yaml.Unmarshal(b, &values); err != nil {
 			return nil, fmt.Errorf("config file %s: %w", path, err)
 		}
+		if err := conform(values, command, flags); err != nil {
+			return nil, fmt.Errorf("config file %s: %w", path, err)
+		}
 	}
 	return altsrc.NewMapInputSource(path, values), nil
+}
+
+// conform checks the keys of a --config file against the command's flags
+// and turns its values, in place, into the types altsrc reads for them.
+func conform(values map[any]any, command string, flags []cli.Flag) error {
+	byName := map[string]cli.Flag{}
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			byName[n] = f
+		}
+	}
+	for k, v := range values {
+		name, ok := k.(string)
+		if !ok {
+			return asUsage(fmt.Errorf("key %v is not a flag name", k))
+		}
+		f, ok := byName[name]
+		switch {
+		case strings.HasPrefix(name, ignoredKeyPrefix):
+			continue
+		case !ok:
+			return asUsage(fmt.Errorf("unknown key %q: no flag of %s has that name.%s (a key starting with %s is ignored)",
+				name, command, didYouMean(name, flagNames(flags), ""), ignoredKeyPrefix))
+		}
+		switch f.(type) {
+		case *altsrc.StringSliceFlag:
+			list, ok := v.([]any)
+			if !ok {
+				list = []any{v}
+			}
+			for i, e := range list {
+				list[i] = scalarText(e)
+			}
+			values[k] = list
+		case *altsrc.StringFlag:
+			values[k] = scalarText(v)
+		}
+	}
+	return nil
+}
+
+// scalarText is a YAML number or bool as the text a flag would be given;
+// anything else (a string, a map, a list) as it is, for altsrc to take or
+// refuse.
+func scalarText(v any) any {
+	switch v.(type) {
+	case int, int64, uint64, float64, bool:
+		return fmt.Sprint(v)
+	}
+	return v
 }
