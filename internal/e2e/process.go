@@ -3,7 +3,7 @@
 // a Redis from internal/testenv, with the input produced while it runs. It
 // measures what a fault costs (the longest stall of the committed output, the
 // time to recover) and records each run as one JSON line, so that the
-// results table of docs/fault-results.md comes from runs, not from hand.
+// results table of bench/results/faults.md comes from runs, not from hand.
 //
 // The main package's process tests and the fault suite in e2e/ share this
 // one copy of the helpers.

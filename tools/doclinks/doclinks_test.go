@@ -10,7 +10,8 @@ import (
 )
 
 // TestRepositoryLinks checks the project's own Markdown: README.md,
-// CHANGELOG.md, CONTRIBUTING.md and every page of docs/.
+// CHANGELOG.md, CONTRIBUTING.md, every page of docs/ and every record of
+// bench/results/.
 func TestRepositoryLinks(t *testing.T) {
 	root := filepath.Join("..", "..")
 	files := []string{"README.md", "CHANGELOG.md", "CONTRIBUTING.md"}
@@ -23,6 +24,16 @@ func TestRepositoryLinks(t *testing.T) {
 	}
 	for _, p := range pages {
 		files = append(files, "docs/"+filepath.Base(p))
+	}
+	records, err := filepath.Glob(filepath.Join(root, "bench", "results", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(records) == 0 {
+		t.Fatal("no bench/results/*.md: the test is not looking at the repository")
+	}
+	for _, r := range records {
+		files = append(files, "bench/results/"+filepath.Base(r))
 	}
 	broken, err := Check(root, files)
 	if err != nil {

@@ -1,6 +1,6 @@
 // Command faultstable turns the fault suite's results (the JSON lines the
 // e2e tests append to $FLAKESTREAM_ARTIFACTS/faults.jsonl) into the
-// Markdown table of docs/fault-results.md: one row per fault, the latest run
+// Markdown table of bench/results/faults.md: one row per fault, the latest run
 // of each, in the order the faults first appear.
 //
 //	go run ./internal/e2e/faultstable [-kafka real|kfake|all] [-commands] artifacts/faults.jsonl

@@ -51,7 +51,7 @@ var faults = map[string]fault{
 	"broker-kill": {run: "^TestFaultBrokerRestart$/^killed$", env: []string{"FLAKESTREAM_FAULT_BROKER_KILL=1"},
 		what: "1 broker: SIGKILL and start"},
 	"broker-restart": {run: "^TestFaultBrokerRestart$/^clean$", what: "1 broker: SIGTERM and start"},
-	// Faults that hang (issue 19; docs/hang-faults.md).
+	// Faults that hang (docs/hang-faults.md).
 	"partition-broker": {run: "^TestFaultPartitionBroker$", what: "1 broker: the workers' listener dropped 12 s (iptables)"},
 	"partition-redis":  {run: "^TestFaultPartitionRedis$", what: "Redis's port dropped 15 s (iptables)"},
 	"pause-worker":     {run: "^TestFaultPauseWorker$", what: "2 workers: one SIGSTOPped 15 s, then resumed (a zombie)"},

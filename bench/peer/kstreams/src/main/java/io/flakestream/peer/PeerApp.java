@@ -70,7 +70,7 @@ public final class PeerApp {
     /**
      * Two stream threads: on this project's shared 2-core machine, 2 and 1
      * measured level within the noise (2 slightly ahead) and 4 slower in 5
-     * of 6 comparisons (docs/peer-bench.md, the thread sweeps).
+     * of 6 comparisons (bench/results/peer-bench.md, the thread sweeps).
      */
     static final int DEFAULT_THREADS = 2;
 
