@@ -77,6 +77,9 @@ type KafkaCluster struct {
 
 	restartable bool
 
+	// scripts/kafka-local --secure (KafkaSecured): nil without security
+	secure *KafkaSecure
+
 	// scripts/kafka-local start --nodes N (RealKafkaCluster)
 	nodes    int
 	pidFile  string
@@ -90,6 +93,7 @@ type kafkaConfig struct {
 	restartable    bool
 	clientListener bool
 	nodeCgroups    bool
+	secure         string // KafkaSecured: the client-auth mode; "" without security
 }
 
 // KafkaNodeCgroups asks (RealKafkaCluster) for every node's JVM to run
@@ -153,6 +157,9 @@ func Kafka(t testing.TB, opts ...KafkaOpt) *KafkaCluster {
 func RealKafka(t testing.TB, opts ...KafkaOpt) *KafkaCluster {
 	t.Helper()
 	cfg := kafkaApply(opts)
+	if cfg.secure != "" && !cfg.restartable {
+		cfg.restartable = true // a secured broker is the test's own, never KAFKA_BROKERS
+	}
 	if !cfg.restartable {
 		if brokers := kafkaExternalBrokers(); brokers != nil {
 			return kafkaExternal(t, brokers)
@@ -194,9 +201,11 @@ func (c *KafkaCluster) Fake() *kfake.Cluster {
 
 // Client returns a franz-go client seeded with the cluster's addresses,
 // closed at the end of t.
+//
+// On a secured broker (KafkaSecured) it signs in as the super user.
 func (c *KafkaCluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Addrs...)}, opts...)...)
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(c.Addrs...)}, c.adminOpts(t)...), opts...)...)
 	if err != nil {
 		t.Fatalf("testenv: kafka client: %v", err)
 	}
@@ -498,6 +507,7 @@ func kafkaStartOwnLocal(t testing.TB, cfg kafkaConfig) *KafkaCluster {
 		flags = append(flags, "--client-port", strconv.Itoa(port))
 		clientAddr = "127.0.0.1:" + strconv.Itoa(port)
 	}
+	flags = append(flags, cfg.secureArgs()...)
 	c := kafkaStartLocal(t, dir, kafkaTestTimeout(t), flags...)
 	c.restartable = true
 	if clientAddr != "" {
@@ -513,6 +523,13 @@ func kafkaStartOwnLocal(t testing.TB, cfg kafkaConfig) *KafkaCluster {
 			c.proc = nil
 		}
 	})
+	if cfg.secure != "" {
+		s, err := readKafkaSecure(dir)
+		if err != nil {
+			t.Fatalf("testenv: secured kafka: %v", err)
+		}
+		c.secure = s
+	}
 	return c
 }
 

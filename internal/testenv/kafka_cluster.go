@@ -51,9 +51,17 @@ func RealKafkaCluster(t testing.TB, nodes int, opts ...KafkaOpt) *KafkaCluster {
 	if cfg.nodeCgroups {
 		args = append(args, "--cgroups")
 	}
+	args = append(args, cfg.secureArgs()...)
 	out, err := c.script(20*time.Minute, args...)
 	if err != nil {
 		t.Fatalf("testenv: start a %d-node Kafka cluster: %v", nodes, err)
+	}
+	if cfg.secure != "" {
+		s, addrs, err := parseKafkaSecure(out)
+		if err != nil {
+			t.Fatalf("testenv: secured kafka: %v", err)
+		}
+		c.secure, out = s, strings.Join(addrs, ",")
 	}
 	for _, a := range strings.Split(out, ",") {
 		c.Addrs = append(c.Addrs, strings.TrimSpace(a))
