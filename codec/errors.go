@@ -53,6 +53,35 @@ const (
 	// a field of another type, or an Avro schema whose top level is not a
 	// record).
 	ClassNoNumberField Class = "no_number_field"
+
+	// Classes of the limits on the work one record may cost, applied to
+	// every value format (see Config.MaxDepth and Config.MaxElements).
+
+	// ClassTooDeep: the value nests arrays, objects, records or messages
+	// deeper than the depth limit.
+	ClassTooDeep Class = "too_deep"
+	// ClassTooManyElements: the value holds more elements (values at every
+	// level: array items, map entries, members, fields) than the limit.
+	ClassTooManyElements Class = "too_many_elements"
+	// ClassSchemaNotAllowed: the value's schema ID is neither in the
+	// allow-list nor registered under a subject in it.
+	ClassSchemaNotAllowed Class = "schema_not_allowed"
+
+	// Classes of a pre-filled number that decodes but is not believed. The
+	// worker reports them after Inspect, when it judges the number (see
+	// pipeline.Trust); they are dead-lettered unless the worker is told to
+	// renumber such records.
+
+	// ClassUnknownServer: the number's server ID is not an allowed one.
+	ClassUnknownServer Class = "unknown_server"
+	// ClassUnknownWorker: the number's worker ID is not an allowed one.
+	ClassUnknownWorker Class = "unknown_worker"
+	// ClassFutureNumber: the number's time is further ahead of the worker's
+	// clock than the allowed skew.
+	ClassFutureNumber Class = "future_number"
+	// ClassKeyMismatch: the record's idempotency key already has a
+	// different number.
+	ClassKeyMismatch Class = "key_mismatch"
 )
 
 // Dead-letter and numbered-record header names.
@@ -70,6 +99,10 @@ const (
 	// HeaderRepeat marks a record that the worker numbered again with a
 	// number it had already issued for the same idempotency key.
 	HeaderRepeat = "flakestream-repeat"
+	// HeaderRenumbered marks a record that arrived with a number the worker
+	// did not believe and was given another; its value is the [Class] the
+	// number was rejected for (unknown_server, future_number, ...).
+	HeaderRenumbered = "flakestream-renumbered"
 )
 
 // Sentinel errors. Every [InputError] unwraps to the one for its class, so
@@ -89,12 +122,24 @@ var (
 	ErrUnknownSchema      = errors.New("schema id is unknown to the registry")
 	ErrUndecodable        = errors.New("payload does not decode with its writer schema")
 	ErrNoNumberField      = errors.New("schema has no number field")
+	ErrTooDeep            = errors.New("value nests deeper than the depth limit")
+	ErrTooManyElements    = errors.New("value holds more elements than the limit")
+	ErrSchemaNotAllowed   = errors.New("schema is not in the allowed subjects")
+	ErrUnknownServer      = errors.New("number's server id is not allowed")
+	ErrUnknownWorker      = errors.New("number's worker id is not allowed")
+	ErrFutureNumber       = errors.New("number's time is too far in the future")
+	ErrKeyMismatch        = errors.New("number differs from the idempotency key's number")
 )
 
 // allClasses lists every class, in precedence order for ClassOf.
 var allClasses = [...]Class{ClassTooLarge, ClassInvalidUTF8, ClassNotJSON, ClassNotObject,
 	ClassDuplicateField, ClassInvalidNumber, ClassMissingKey,
-	ClassNotFramed, ClassUnknownSchema, ClassUndecodable, ClassNoNumberField}
+	ClassNotFramed, ClassUnknownSchema, ClassUndecodable, ClassNoNumberField,
+	ClassTooDeep, ClassTooManyElements, ClassSchemaNotAllowed,
+	ClassUnknownServer, ClassUnknownWorker, ClassFutureNumber, ClassKeyMismatch}
+
+// Classes returns every class, in the order of precedence.
+func Classes() []Class { return append([]Class(nil), allClasses[:]...) }
 
 // Err returns the sentinel error for c, or nil for an unknown class.
 func (c Class) Err() error {
@@ -121,6 +166,20 @@ func (c Class) Err() error {
 		return ErrUndecodable
 	case ClassNoNumberField:
 		return ErrNoNumberField
+	case ClassTooDeep:
+		return ErrTooDeep
+	case ClassTooManyElements:
+		return ErrTooManyElements
+	case ClassSchemaNotAllowed:
+		return ErrSchemaNotAllowed
+	case ClassUnknownServer:
+		return ErrUnknownServer
+	case ClassUnknownWorker:
+		return ErrUnknownWorker
+	case ClassFutureNumber:
+		return ErrFutureNumber
+	case ClassKeyMismatch:
+		return ErrKeyMismatch
 	}
 	return nil
 }

@@ -64,8 +64,7 @@ func TestParseValueFormat(t *testing.T) {
 // TestRejectCarriesTheError checks that an Inspection built outside the
 // package reports its class, sentinel and message as the codec's own do.
 func TestRejectCarriesTheError(t *testing.T) {
-	for _, class := range []codec.Class{codec.ClassNotFramed, codec.ClassUnknownSchema,
-		codec.ClassUndecodable, codec.ClassNoNumberField, codec.ClassInvalidNumber} {
+	for _, class := range codec.Classes() {
 		cause := errors.New("cause")
 		insp := codec.Reject(&codec.InputError{Class: class, Offset: 3, Msg: "what is wrong", Err: cause})
 		err := insp.Err()

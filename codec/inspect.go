@@ -54,8 +54,27 @@ type Inspection struct {
 	size     int
 	insertAt int  // where a new member goes (absent field)
 	empty    bool // the object has no members: no leading comma
-	null     bool // the field is null at nullAt: replace those four bytes
-	nullAt   int
+	replace  bool // the field's value [repAt, repEnd) is replaced: a null, or a renumbered number
+	repAt    int
+	repEnd   int
+}
+
+// Has returns a HasNumber Inspection of a value of size bytes carrying
+// number n, for Format implementations outside this package; [Renumber]
+// needs the size.
+func Has(n int64, size int) Inspection { return Inspection{Kind: HasNumber, Number: n, size: size} }
+
+// Renumber turns the HasNumber Inspection of a value into a NeedsNumber one,
+// for a worker told to give a pre-filled number it does not believe a
+// fresh one: AppendNumbered then writes the new number in place of the
+// old (for JSON, the old value's bytes are replaced; a schema format
+// re-reads the value). Any other Inspection is returned as it is.
+func (in Inspection) Renumber() Inspection {
+	if in.Kind != HasNumber {
+		return in
+	}
+	in.Kind, in.Number = NeedsNumber, 0
+	return in
 }
 
 // Class returns why the event is Bad, or "" if it is not.
@@ -130,7 +149,7 @@ func (c *Codec) Inspect(value []byte) Inspection {
 	)
 	switch v[0] {
 	case 'n':
-		return Inspection{Kind: NeedsNumber, size: len(value), null: true, nullAt: s.valStart}
+		return Inspection{Kind: NeedsNumber, size: len(value), replace: true, repAt: s.valStart, repEnd: s.valEnd}
 	case '"':
 		n, msg = parseDigitString(v[1:len(v)-1], s.valEsc)
 	case 't', 'f', '{', '[':
@@ -147,7 +166,7 @@ func (c *Codec) Inspect(value []byte) Inspection {
 				msg: "number rejected by the configured check", cause: err}
 		}
 	}
-	return Inspection{Kind: HasNumber, Number: n}
+	return Inspection{Kind: HasNumber, Number: n, size: len(value), replace: true, repAt: s.valStart, repEnd: s.valEnd}
 }
 
 func typeName(c byte) string {

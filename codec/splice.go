@@ -9,7 +9,8 @@ import "strconv"
 // Only the number is added: every other byte of value, including key order,
 // spacing, unknown fields and trailing whitespace, is copied unchanged.
 //   - A null field has just its null token replaced:
-//     {"order_no": null} becomes {"order_no": "42"}.
+//     {"order_no": null} becomes {"order_no": "42"}. So has the number of
+//     a renumbered value (see [Inspection.Renumber]).
 //   - An absent field is added as the last member, written right after the
 //     last member's value, before any whitespace that precedes the closing
 //     brace: {"a":1 } becomes {"a":1,"order_no":"42" }. Attaching it there
@@ -29,10 +30,10 @@ func (c *Codec) AppendNumbered(dst, value []byte, insp Inspection, id int64) []b
 	if id < 0 {
 		panic("codec: AppendNumbered: negative number")
 	}
-	if insp.null {
-		dst = append(dst, value[:insp.nullAt]...)
+	if insp.replace {
+		dst = append(dst, value[:insp.repAt]...)
 		dst = c.appendNumber(dst, id)
-		return append(dst, value[insp.nullAt+len("null"):]...)
+		return append(dst, value[insp.repEnd:]...)
 	}
 	dst = append(dst, value[:insp.insertAt]...)
 	if insp.empty {
@@ -52,8 +53,8 @@ func (c *Codec) NumberedLen(value []byte, insp Inspection, id int64) int {
 		n += 2
 	}
 	switch {
-	case insp.null:
-		n -= len("null")
+	case insp.replace:
+		n -= insp.repEnd - insp.repAt
 	case insp.empty:
 		n += len(c.member) - 1
 	default:

@@ -13,10 +13,11 @@ import (
 // counts is what one batch did with its records. in = numbered +
 // passthrough + dlq + dropped, always: every record has exactly one fate.
 // repeats (records whose idempotency key already had a number) are counted
-// among numbered when emitted and among dropped when dropped.
+// among numbered when emitted and among dropped when dropped; renumbered
+// records (pre-filled numbers not believed, Trust.Renumber) among numbered.
 type counts struct {
 	in, numbered, passthrough, dlq, repeats, dropped int
-	dlqByClass                                       map[codec.Class]int
+	dlqByClass, renumbered                           map[codec.Class]int
 }
 
 // batch turns one poll's records into the records of one transaction. The
@@ -39,6 +40,7 @@ type shard struct {
 	b      *batch
 	in     []*kgo.Record
 	insp   []codec.Inspection
+	why    []codec.Class // per record: why its pre-filled number was replaced, or ""
 	ids    []int64
 	claim  []int         // per record of the sub-batch: index into claims, noClaim or missingKey
 	claims []idgen.Claim // the sub-batch's idempotency claims
@@ -47,6 +49,9 @@ type shard struct {
 	recs   []kgo.Record
 
 	counts counts
+	// prefilled: the sub-batch has records that keep their own number
+	// (their idempotency keys are checked against it).
+	prefilled bool
 }
 
 // reset prepares the batch for the records of one poll, dealing whole
@@ -73,6 +78,7 @@ func (b *batch) reset(fetches kgo.Fetches) {
 	})
 	for _, sh := range b.shards {
 		sh.insp = grow(sh.insp, len(sh.in))
+		sh.why = grow(sh.why, len(sh.in))
 		sh.recs = grow(sh.recs, len(sh.in))
 		sh.arena, sh.hdrs = sh.arena[:0], sh.hdrs[:0]
 		sh.counts = counts{in: len(sh.in)}
@@ -130,14 +136,20 @@ func (b *batch) process(ctx context.Context, produce func(*kgo.Record)) error {
 		b.counts.dlq += c.dlq
 		b.counts.repeats += c.repeats
 		b.counts.dropped += c.dropped
-		for class, n := range c.dlqByClass {
-			if b.counts.dlqByClass == nil {
-				b.counts.dlqByClass = make(map[codec.Class]int)
-			}
-			b.counts.dlqByClass[class] += n
-		}
+		b.counts.dlqByClass = addClasses(b.counts.dlqByClass, c.dlqByClass)
+		b.counts.renumbered = addClasses(b.counts.renumbered, c.renumbered)
 	}
 	return nil
+}
+
+func addClasses(dst, src map[codec.Class]int) map[codec.Class]int {
+	for class, n := range src {
+		if dst == nil {
+			dst = make(map[codec.Class]int)
+		}
+		dst[class] += n
+	}
+	return dst
 }
 
 // subBatch is how many records are inspected, numbered and handed to the
@@ -166,7 +178,7 @@ func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kg
 			return err
 		}
 	}
-	if idem := b.b.cfg.idem; idem != nil && need > 0 {
+	if idem := b.b.cfg.idem; idem != nil && (need > 0 || b.prefilled) {
 		if err := b.claimKeys(ctx, idem, from, to); err != nil {
 			return err
 		}
@@ -175,6 +187,10 @@ func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kg
 	next := 0
 	for i := from; i < to; i++ {
 		r, in := b.in[i], b.insp[i]
+		var (
+			ok  = true
+			err error
+		)
 		switch in.Kind {
 		case codec.NeedsNumber:
 			id, repeat := b.ids[next], false
@@ -189,33 +205,63 @@ func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kg
 					id, repeat = b.claims[k].Number, b.claims[k].Repeat
 				}
 			}
-			if repeat {
-				b.counts.repeats++
-				if b.b.cfg.idem.Drop {
-					b.counts.dropped++
-					continue
-				}
-			}
-			start := len(b.arena)
-			b.arena, err = b.b.cfg.format.AppendNumbered(ctx, b.arena, r.Value, in, id)
-			if err != nil {
-				return formatError(err)
-			}
-			b.emit(i, r, b.b.cfg.output, b.b.outParts, b.arena[start:len(b.arena):len(b.arena)], id)
-			if repeat {
-				b.recs[i].Headers = append(b.recs[i].Headers, kgo.RecordHeader{Key: codec.HeaderRepeat, Value: []byte("true")})
-			}
-			b.counts.numbered++
+			ok, err = b.number(ctx, i, r, in, id, repeat)
 		case codec.HasNumber:
-			// Passed through byte for byte; the headers say so too.
-			b.emit(i, r, b.b.cfg.output, b.b.outParts, r.Value, in.Number)
-			b.counts.passthrough++
+			k := b.keyClaim(i - from)
+			switch {
+			case k < 0 || b.claims[k].Number == in.Number:
+				// Passed through byte for byte; the headers say so too.
+				b.emit(i, r, b.b.cfg.output, b.b.outParts, r.Value, in.Number)
+				b.counts.passthrough++
+			case b.b.cfg.judge.renumber:
+				// The key's number, as for any record of the same key.
+				b.why[i] = codec.ClassKeyMismatch
+				ok, err = b.number(ctx, i, r, in.Renumber(), b.claims[k].Number, b.claims[k].Repeat)
+			default:
+				b.deadLetterClass(i, r, codec.ClassKeyMismatch, mismatch(in.Number, b.claims[k].Number))
+			}
 		default:
 			b.deadLetter(i, r, in)
 		}
-		produce(&b.recs[i])
+		if err != nil {
+			return err
+		}
+		if ok {
+			produce(&b.recs[i])
+		}
 	}
 	return nil
+}
+
+// number builds the numbered output record for input i (insp its
+// NeedsNumber inspection), with number id; repeat says the idempotency key
+// had it already. ok is false for a repeat that is dropped.
+func (b *shard) number(ctx context.Context, i int, r *kgo.Record, in codec.Inspection, id int64, repeat bool) (ok bool, err error) {
+	if repeat {
+		b.counts.repeats++
+		if b.b.cfg.idem.Drop {
+			b.counts.dropped++
+			return false, nil
+		}
+	}
+	start := len(b.arena)
+	b.arena, err = b.b.cfg.format.AppendNumbered(ctx, b.arena, r.Value, in, id)
+	if err != nil {
+		return false, formatError(err)
+	}
+	b.emit(i, r, b.b.cfg.output, b.b.outParts, b.arena[start:len(b.arena):len(b.arena)], id)
+	if repeat {
+		b.recs[i].Headers = append(b.recs[i].Headers, kgo.RecordHeader{Key: codec.HeaderRepeat, Value: []byte("true")})
+	}
+	if why := b.why[i]; why != "" {
+		b.recs[i].Headers = append(b.recs[i].Headers, kgo.RecordHeader{Key: codec.HeaderRenumbered, Value: []byte(why)})
+		if b.counts.renumbered == nil {
+			b.counts.renumbered = make(map[codec.Class]int)
+		}
+		b.counts.renumbered[why]++
+	}
+	b.counts.numbered++
+	return true, nil
 }
 
 // inspect classifies the records [from, to) (pass 1 of a sub-batch), makes
@@ -224,24 +270,34 @@ func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kg
 // outage, classified by formatError); bad records are not errors.
 func (b *shard) inspect(ctx context.Context, from, to int) (need int, err error) {
 	bytes, headers := 0, 0
+	b.prefilled = false
 	for i := from; i < to; i++ {
 		r := b.in[i]
 		in, err := b.b.cfg.format.Inspect(ctx, r.Value)
 		if err != nil {
 			return 0, formatError(err)
 		}
+		b.why[i] = ""
+		if in.Kind == codec.HasNumber {
+			in = b.judgeNumber(i, in)
+		}
 		b.insp[i] = in
-		headers += len(r.Headers) + 3
+		headers += len(r.Headers) + 4
 		bytes += len(r.Topic) + 2*20 + 2
+		// An upper bound of the numbered value, for every Format: for
+		// JSON the member added is ,"<field>":"<19 digits>", with room for
+		// escapes in the name.
+		numbered := len(r.Value) + 2*len(b.b.cfg.codec.FieldName()) + 48
 		switch in.Kind {
 		case codec.NeedsNumber:
 			need++
-			// An upper bound of the numbered value, for every Format: for
-			// JSON the member added is ,"<field>":"<19 digits>", with room
-			// for escapes in the name.
-			bytes += len(r.Value) + 2*len(b.b.cfg.codec.FieldName()) + 48
+			bytes += numbered
 		case codec.HasNumber:
+			b.prefilled = true
 			bytes += 20
+			if b.b.cfg.judge.renumber { // a key_mismatch may renumber it
+				bytes += numbered
+			}
 		default:
 			bytes += 256
 		}
@@ -258,12 +314,29 @@ func (b *shard) inspect(ctx context.Context, from, to int) (need int, err error)
 	return need, nil
 }
 
+// judgeNumber checks the pre-filled number of input i (in is its HasNumber
+// inspection): a number not believed makes the record Bad with its class
+// or, with Trust.Renumber, one that needs a fresh number.
+func (b *shard) judgeNumber(i int, in codec.Inspection) codec.Inspection {
+	j := b.b.cfg.judge
+	class, msg := j.check(in.Number)
+	switch {
+	case class == "":
+		return in
+	case j.renumber:
+		b.why[i] = class
+		return in.Renumber()
+	}
+	return codec.Reject(&codec.InputError{Class: class, Msg: msg})
+}
+
 // emit appends the output record for input i, with value and the number and
 // source headers added to the input's headers. Key, headers and timestamp
-// are kept.
+// are kept, but for input headers named like the worker's own, which are
+// renamed (codec.AppendUntrusted).
 func (b *shard) emit(i int, r *kgo.Record, topic string, parts int32, value []byte, id int64) {
 	h := len(b.hdrs)
-	b.hdrs = append(b.hdrs, r.Headers...)
+	b.hdrs = codec.AppendUntrusted(b.hdrs, r.Headers)
 	start := len(b.arena)
 	b.arena = strconv.AppendInt(b.arena, id, 10)
 	num := b.arena[start:len(b.arena):len(b.arena)]
@@ -279,7 +352,7 @@ func (b *shard) deadLetter(i int, r *kgo.Record, in codec.Inspection) {
 
 func (b *shard) deadLetterClass(i int, r *kgo.Record, class codec.Class, msg string) {
 	h := len(b.hdrs)
-	b.hdrs = append(b.hdrs, r.Headers...)
+	b.hdrs = codec.AppendUntrusted(b.hdrs, r.Headers)
 	b.hdrs = append(b.hdrs,
 		kgo.RecordHeader{Key: codec.HeaderErrorClass, Value: []byte(class)},
 		kgo.RecordHeader{Key: codec.HeaderError, Value: []byte(msg)},
@@ -302,18 +375,27 @@ func (b *shard) claimKeys(ctx context.Context, idem *Idempotency, from, to int) 
 	next := 0
 	for i := from; i < to; i++ {
 		b.claim[i-from] = noClaim
-		if b.insp[i].Kind != codec.NeedsNumber {
+		var id int64
+		switch in := b.insp[i]; in.Kind {
+		case codec.NeedsNumber:
+			id = b.ids[next]
+			next++
+		case codec.HasNumber:
+			// Its own number is claimed for its key: the first record
+			// of a key sets the key's number, whichever it is.
+			id = in.Number
+		default:
 			continue
 		}
-		id := b.ids[next]
-		next++
 		r := b.in[i]
 		key, err := idem.key(ctx, b.b.cfg.format, r)
 		if err != nil {
 			if fail := keyFailure(err); fail != nil {
 				return fail
 			}
-			if !idem.Optional {
+			// A pre-filled number without a key passes on the other
+			// checks: there is no key's number to hold it against.
+			if !idem.Optional && b.insp[i].Kind == codec.NeedsNumber {
 				b.claim[i-from] = missingKey
 			}
 			continue
@@ -327,6 +409,15 @@ func (b *shard) claimKeys(ctx context.Context, idem *Idempotency, from, to int) 
 			Source: string(codec.AppendSource(src, "", r.Partition, r.Offset))})
 	}
 	return idem.Store.Claims(ctx, b.claims)
+}
+
+// keyClaim returns the index in claims of record from+k's idempotency
+// claim, or a negative value when it made none.
+func (b *shard) keyClaim(k int) int {
+	if b.b.cfg.idem == nil {
+		return noClaim
+	}
+	return b.claim[k]
 }
 
 // missingKey dead-letters a record whose required idempotency key is absent.

@@ -51,6 +51,8 @@ type cfg struct {
 	prefetch      int
 	parallelism   int
 	idem          *Idempotency
+	trust         Trust
+	judge         *judge
 	prefetchAge   time.Duration
 	noLag         bool // a lane other than the first: the group's lag is lane 0's
 }
@@ -84,6 +86,11 @@ func (c *cfg) validate() error {
 	if c.prefetch < 0 {
 		c.prefetch = 2 * c.eos.MaxPollRecords
 	}
+	j, err := newJudge(c.trust, c.numberer)
+	if err != nil {
+		return err
+	}
+	c.judge = j
 	return c.validateCodec()
 }
 

@@ -101,15 +101,14 @@ func (i *Idempotency) key(ctx context.Context, f codec.Format, r *kgo.Record) ([
 func (k KeySpec) Key(ctx context.Context, f codec.Format, r *kgo.Record) ([]byte, error) {
 	switch {
 	case k.Header != "":
-		for i := len(r.Headers) - 1; i >= 0; i-- {
-			if r.Headers[i].Key == k.Header {
-				if len(r.Headers[i].Value) == 0 {
-					return nil, fmt.Errorf("header %q is empty", k.Header)
-				}
-				return r.Headers[i].Value, nil
-			}
+		v, ok := codec.LastHeader(r.Headers, k.Header)
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("header %q is missing", k.Header)
+		case len(v) == 0:
+			return nil, fmt.Errorf("header %q is empty", k.Header)
 		}
-		return nil, fmt.Errorf("header %q is missing", k.Header)
+		return v, nil
 	case k.Field == "":
 		if len(r.Key) == 0 {
 			return nil, errors.New("record has no key")

@@ -19,7 +19,7 @@ import (
 // from plugin/kprom on the same registry.
 type workerMetrics struct {
 	in, numbered, passthrough, dlqTotal, repeats, dropped prometheus.Counter
-	dlq                                                   *prometheus.CounterVec
+	dlq, renumbered                                       *prometheus.CounterVec
 	txns                                                  *prometheus.CounterVec
 	batchSeconds                                          prometheus.Histogram
 	lag                                                   *prometheus.GaugeVec
@@ -39,6 +39,8 @@ func newWorkerMetrics(reg prometheus.Registerer) *workerMetrics {
 		dropped:     f("records_repeat_dropped_total", "Repeats dropped (--on-repeat drop)."),
 		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flakestream", Name: "dlq_records_total",
 			Help: "Dead-lettered records by error class."}, []string{"class"}),
+		renumbered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flakestream", Name: "records_renumbered_total",
+			Help: "Records whose pre-filled number was not believed and was replaced (--on-rejected-number renumber), by the class it was rejected for; counted among numbered."}, []string{"class"}),
 		txns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "flakestream", Name: "transactions_total",
 			Help: "Transactions ended, by result (committed, aborted)."}, []string{"result"}),
 		batchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "flakestream", Name: "batch_seconds",
@@ -48,7 +50,7 @@ func newWorkerMetrics(reg prometheus.Registerer) *workerMetrics {
 		phases: eos.NewPhaseHistogram(),
 	}
 	if reg != nil {
-		reg.MustRegister(m.in, m.numbered, m.passthrough, m.dlqTotal, m.repeats, m.dropped, m.dlq, m.txns, m.batchSeconds, m.lag, m.phases)
+		reg.MustRegister(m.in, m.numbered, m.passthrough, m.dlqTotal, m.repeats, m.dropped, m.dlq, m.renumbered, m.txns, m.batchSeconds, m.lag, m.phases)
 	}
 	return m
 }
@@ -62,6 +64,9 @@ func (m *workerMetrics) committed(c counts, took time.Duration) {
 	m.dropped.Add(float64(c.dropped))
 	for class, n := range c.dlqByClass {
 		m.dlq.WithLabelValues(string(class)).Add(float64(n))
+	}
+	for class, n := range c.renumbered {
+		m.renumbered.WithLabelValues(string(class)).Add(float64(n))
 	}
 	m.batchSeconds.Observe(took.Seconds())
 }

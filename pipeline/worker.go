@@ -20,6 +20,9 @@ import (
 type Stats struct {
 	In, Numbered, Passthrough, DLQ, Repeats, Dropped int64
 	Committed, Aborted                               int64
+	// Renumbered counts, among Numbered, records whose pre-filled number
+	// was not believed and was replaced (Trust.Renumber).
+	Renumbered int64
 }
 
 // Worker numbers order events from the input topics into the output topic,
@@ -155,6 +158,9 @@ func (w *Worker) Committed() error {
 	s.DLQ += int64(c.dlq)
 	s.Repeats += int64(c.repeats)
 	s.Dropped += int64(c.dropped)
+	for _, n := range c.renumbered {
+		s.Renumbered += int64(n)
+	}
 	w.mu.Unlock()
 	return nil
 }

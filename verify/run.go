@@ -478,12 +478,7 @@ func (r *reader) output(ctx context.Context, rec *kgo.Record) error {
 // header returns the value of the last header named key, as the worker
 // and the audit read it.
 func header(r *kgo.Record, key string) ([]byte, bool) {
-	for i := len(r.Headers) - 1; i >= 0; i-- {
-		if r.Headers[i].Key == key {
-			return r.Headers[i].Value, true
-		}
-	}
-	return nil, false
+	return codec.LastHeader(r.Headers, key)
 }
 
 // reportProgress calls cfg.Progress every 200ms until the returned stop is

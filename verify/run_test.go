@@ -132,12 +132,8 @@ func copyOf(r *kgo.Record, n int64) *kgo.Record {
 
 func number(t *testing.T, r *kgo.Record) int64 {
 	t.Helper()
-	var h string
-	for _, hd := range r.Headers {
-		if hd.Key == codec.HeaderNumber {
-			h = string(hd.Value)
-		}
-	}
+	v, _ := codec.LastHeader(r.Headers, codec.HeaderNumber)
+	h := string(v)
 	n, err := strconv.ParseInt(h, 10, 64)
 	if err != nil {
 		t.Fatalf("output %s/%d/%d: number %q: %v", r.Topic, r.Partition, r.Offset, h, err)

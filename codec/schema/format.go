@@ -111,7 +111,7 @@ func (f *Format) Inspect(ctx context.Context, value []byte) (codec.Inspection, e
 	case bad != nil:
 		return codec.Reject(bad), nil
 	case kind == codec.HasNumber:
-		return codec.Inspection{Kind: codec.HasNumber, Number: n}, nil
+		return codec.Has(n, len(value)), nil
 	}
 	return codec.Needs(len(value)), nil
 }

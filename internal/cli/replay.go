@@ -33,6 +33,7 @@ type replayConfig struct {
 	codec         codecConfig
 	schema        schemaConfig
 	idempotency   idempotencyConfig
+	trust         trustConfig
 	kafka         kafkaConfig
 	ops           opsConfig
 	from, to      string
@@ -58,7 +59,7 @@ func replayCommand() *cli.Command {
 				progressEveryFlag(&cfg.progressEvery),
 				sequencerFlag(&cfg.sequencer),
 			},
-			cfg.identity.flags(), cfg.layout.flags(), cfg.redis.flags(), cfg.codec.flags(), cfg.schema.flags(), cfg.idempotency.flags(),
+			cfg.identity.flags(), cfg.layout.flags(), cfg.redis.flags(), cfg.codec.flags(), cfg.schema.flags(), cfg.idempotency.flags(), cfg.trust.flags(),
 			cfg.kafka.flags(), cfg.ops.logFlags()),
 		Action: cfg.run,
 	})
@@ -150,7 +151,11 @@ func (cfg *replayConfig) replayOptions(g *idgen.Generator, rc redis.UniversalCli
 	if dlq == "" {
 		dlq = cc.outputTopic + ".dlq"
 	}
-	worker := []pipeline.Opt{pipeline.Numbers(g), pipeline.Codec(cd), pipeline.Format(vf), pipeline.DLQTopic(dlq)}
+	trust, err := cfg.trust.trust(g.Layout())
+	if err != nil {
+		return replay.Config{}, err
+	}
+	worker := []pipeline.Opt{trust, pipeline.Numbers(g), pipeline.Codec(cd), pipeline.Format(vf), pipeline.DLQTopic(dlq)}
 	if idem != nil {
 		worker = append(worker, pipeline.WithIdempotency(idem))
 	}

@@ -20,6 +20,7 @@ type runConfig struct {
 	codec       codecConfig
 	schema      schemaConfig
 	idempotency idempotencyConfig
+	trust       trustConfig
 	kafka       kafkaConfig
 	ops         opsConfig
 	sequencer   string
@@ -36,7 +37,7 @@ func runCommand() *cli.Command {
 				flagTxnTimeout, flagSessionTimeout, flagStaticMembership, flagShutdownTimeout, flagOrphanGuard, flagTopicWait, flagTopUpWait, flagLanes),
 			[]cli.Flag{sequencerFlag(&cfg.sequencer)},
 			cfg.identity.flags(), cfg.layout.flags(), cfg.redis.flags(), cfg.codec.flags(), cfg.schema.flags(), cfg.idempotency.flags(),
-			cfg.kafka.flags(), cfg.ops.flags(defaultRunHTTPAddr)),
+			cfg.trust.flags(), cfg.kafka.flags(), cfg.ops.flags(defaultRunHTTPAddr)),
 		Action: cfg.run,
 	})
 }
@@ -123,7 +124,12 @@ func (cfg *runConfig) workerOptions(g *idgen.Generator, idem *pipeline.Idempoten
 	if err != nil {
 		return nil, err
 	}
+	trust, err := cfg.trust.trust(g.Layout())
+	if err != nil {
+		return nil, err
+	}
 	opts := []pipeline.Opt{
+		trust,
 		pipeline.OutputTopic(cc.outputTopic),
 		pipeline.Numbers(g),
 		pipeline.Codec(cd),

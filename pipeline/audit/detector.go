@@ -365,26 +365,20 @@ func (d *detector) numberOf(r *kgo.Record) (int64, bool) {
 
 // numberHeader returns the record's last HeaderNumber header.
 func numberHeader(r *kgo.Record) ([]byte, bool) {
-	for i := len(r.Headers) - 1; i >= 0; i-- {
-		if r.Headers[i].Key == codec.HeaderNumber {
-			return r.Headers[i].Value, true
-		}
-	}
-	return nil, false
+	return codec.LastHeader(r.Headers, codec.HeaderNumber)
 }
 
 // sourceOf returns the record's HeaderSource when it is a well-formed UTF-8
 // topic/partition/offset, else "": the audit record's source is either a
 // location that can be looked up or nothing.
 func sourceOf(r *kgo.Record) string {
-	for i := len(r.Headers) - 1; i >= 0; i-- {
-		if r.Headers[i].Key == codec.HeaderSource {
-			s := string(r.Headers[i].Value)
-			if _, _, _, err := codec.ParseSource(s); err != nil || !utf8.ValidString(s) {
-				return ""
-			}
-			return s
-		}
+	v, ok := codec.LastHeader(r.Headers, codec.HeaderSource)
+	if !ok {
+		return ""
 	}
-	return ""
+	s := string(v)
+	if _, _, _, err := codec.ParseSource(s); err != nil || !utf8.ValidString(s) {
+		return ""
+	}
+	return s
 }

@@ -408,15 +408,8 @@ func check(ctx context.Context, args []string) (any, error) {
 }
 
 func checkRecord(r *kgo.Record, expect, field string) error {
-	var num, src []byte
-	for _, h := range r.Headers {
-		switch h.Key {
-		case codec.HeaderNumber:
-			num = h.Value
-		case codec.HeaderSource:
-			src = h.Value
-		}
-	}
+	num, _ := codec.LastHeader(r.Headers, codec.HeaderNumber)
+	src, _ := codec.LastHeader(r.Headers, codec.HeaderSource)
 	var v map[string]json.RawMessage
 	if err := json.Unmarshal(r.Value, &v); err != nil {
 		return fmt.Errorf("%s/%d/%d: value is not a JSON object: %w", r.Topic, r.Partition, r.Offset, err)
