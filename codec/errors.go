@@ -82,6 +82,22 @@ const (
 	// ClassKeyMismatch: the record's idempotency key already has a
 	// different number.
 	ClassKeyMismatch Class = "key_mismatch"
+
+	// Classes of records the worker could not produce as they are.
+
+	// ClassOutputTooLarge: the numbered (or passed-through) output record
+	// would be larger than what the output topic, the brokers or
+	// --max-produce-bytes allow, so the input went to the dead-letter
+	// topic instead. The worker decides this before producing; the
+	// record never reaches a broker.
+	ClassOutputTooLarge Class = "output_too_large"
+	// ClassRejected: a broker refused the record itself when it was
+	// produced (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD,
+	// CORRUPT_MESSAGE, INVALID_TIMESTAMP, POLICY_VIOLATION, or the
+	// client's own too-large check): a limit changed after the worker
+	// learnt it, or a broker policy. That transaction aborted; on its
+	// retry the record went to the dead-letter topic alone.
+	ClassRejected Class = "rejected"
 )
 
 // Dead-letter and numbered-record header names.
@@ -103,6 +119,10 @@ const (
 	// did not believe and was given another; its value is the [Class] the
 	// number was rejected for (unknown_server, future_number, ...).
 	HeaderRenumbered = "flakestream-renumbered"
+	// HeaderReference marks a dead letter whose value is a [Reference]
+	// (JSON) instead of the input's bytes, because the input would not
+	// fit the dead-letter topic.
+	HeaderReference = "flakestream-reference"
 )
 
 // Sentinel errors. Every [InputError] unwraps to the one for its class, so
@@ -129,6 +149,9 @@ var (
 	ErrUnknownWorker      = errors.New("number's worker id is not allowed")
 	ErrFutureNumber       = errors.New("number's time is too far in the future")
 	ErrKeyMismatch        = errors.New("number differs from the idempotency key's number")
+	ErrOutputTooLarge     = errors.New("output record is larger than the output topic allows")
+	ErrRejected           = errors.New("a broker refused the record")
+	ErrInvalidReference   = errors.New("invalid reference record")
 )
 
 // allClasses lists every class, in precedence order for ClassOf.
@@ -136,7 +159,8 @@ var allClasses = [...]Class{ClassTooLarge, ClassInvalidUTF8, ClassNotJSON, Class
 	ClassDuplicateField, ClassInvalidNumber, ClassMissingKey,
 	ClassNotFramed, ClassUnknownSchema, ClassUndecodable, ClassNoNumberField,
 	ClassTooDeep, ClassTooManyElements, ClassSchemaNotAllowed,
-	ClassUnknownServer, ClassUnknownWorker, ClassFutureNumber, ClassKeyMismatch}
+	ClassUnknownServer, ClassUnknownWorker, ClassFutureNumber, ClassKeyMismatch,
+	ClassOutputTooLarge, ClassRejected}
 
 // Classes returns every class, in the order of precedence.
 func Classes() []Class { return append([]Class(nil), allClasses[:]...) }
@@ -180,6 +204,10 @@ func (c Class) Err() error {
 		return ErrFutureNumber
 	case ClassKeyMismatch:
 		return ErrKeyMismatch
+	case ClassOutputTooLarge:
+		return ErrOutputTooLarge
+	case ClassRejected:
+		return ErrRejected
 	}
 	return nil
 }
