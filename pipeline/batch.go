@@ -33,7 +33,12 @@ type batch struct {
 	shards   []*shard
 
 	outParts, dlqParts int32
-	counts             counts
+	outMax, dlqMax     int // record-batch limits of the output and the DLQ, learnt in Start
+	rejecter           *rejecter
+	// alone produces a record alone in its record batch and waits for it
+	// (for records refused before); set for each transaction.
+	alone  func(*kgo.Record) error
+	counts counts
 }
 
 type shard struct {
@@ -47,6 +52,7 @@ type shard struct {
 	arena  []byte
 	hdrs   []kgo.RecordHeader
 	recs   []kgo.Record
+	src    []byte // scratch: the source of the record at hand
 
 	counts counts
 	// prefilled: the sub-batch has records that keep their own number
@@ -58,6 +64,11 @@ type shard struct {
 // partitions to the shards in turn.
 func (b *batch) reset(fetches kgo.Fetches) {
 	n := max(b.cfg.parallelism, 1)
+	if b.rejecter.active.Load() {
+		// Records produced alone must be alone in their record
+		// batches: nothing else may be produced meanwhile.
+		n = 1
+	}
 	for len(b.shards) < n {
 		b.shards = append(b.shards, &shard{b: b})
 	}
@@ -191,28 +202,41 @@ func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kg
 			ok  = true
 			err error
 		)
-		switch in.Kind {
-		case codec.NeedsNumber:
+		fate, reason := b.b.rejecter.of(b.source(r))
+		if fate == hopeless {
+			return hopelessError(b.b.cfg.dlq, string(b.src), reason)
+		}
+		switch {
+		case fate >= rejected:
+			if in.Kind == codec.NeedsNumber {
+				next++ // its number is a gap
+			}
+			b.deadLetterClass(i, r, codec.ClassRejected, "a broker refused the record: "+reason)
+		case in.Kind == codec.NeedsNumber:
 			id, repeat := b.ids[next], false
 			next++
 			if b.b.cfg.idem != nil {
 				switch k := b.claim[i-from]; {
 				case k == missingKey:
 					b.missingKey(ctx, i, r)
-					produce(&b.recs[i])
+					if err := b.send(i, r, fate, produce); err != nil {
+						return err
+					}
 					continue
 				case k >= 0:
 					id, repeat = b.claims[k].Number, b.claims[k].Repeat
 				}
 			}
 			ok, err = b.number(ctx, i, r, in, id, repeat)
-		case codec.HasNumber:
+		case in.Kind == codec.HasNumber:
 			k := b.keyClaim(i - from)
 			switch {
 			case k < 0 || b.claims[k].Number == in.Number:
 				// Passed through byte for byte; the headers say so too.
 				b.emit(i, r, b.b.cfg.output, b.b.outParts, r.Value, in.Number)
-				b.counts.passthrough++
+				if b.fitsOutput(i, r) {
+					b.counts.passthrough++
+				}
 			case b.b.cfg.judge.renumber:
 				// The key's number, as for any record of the same key.
 				b.why[i] = codec.ClassKeyMismatch
@@ -227,7 +251,9 @@ func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kg
 			return err
 		}
 		if ok {
-			produce(&b.recs[i])
+			if err := b.send(i, r, fate, produce); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -253,8 +279,14 @@ func (b *shard) number(ctx context.Context, i int, r *kgo.Record, in codec.Inspe
 	if repeat {
 		b.recs[i].Headers = append(b.recs[i].Headers, kgo.RecordHeader{Key: codec.HeaderRepeat, Value: []byte("true")})
 	}
-	if why := b.why[i]; why != "" {
+	why := b.why[i]
+	if why != "" {
 		b.recs[i].Headers = append(b.recs[i].Headers, kgo.RecordHeader{Key: codec.HeaderRenumbered, Value: []byte(why)})
+	}
+	if !b.fitsOutput(i, r) {
+		return true, nil // a dead letter now
+	}
+	if why != "" {
 		if b.counts.renumbered == nil {
 			b.counts.renumbered = make(map[codec.Class]int)
 		}
@@ -443,5 +475,18 @@ func (b *shard) add(i int, r *kgo.Record, topic string, parts int32, value []byt
 		Timestamp: r.Timestamp,
 		Topic:     topic,
 		Partition: r.Partition % parts,
+	}
+}
+
+// sources yields the source of every record of the batch.
+func (b *batch) sources(yield func(string) bool) {
+	var buf []byte
+	for _, sh := range b.shards {
+		for _, r := range sh.in {
+			buf = codec.AppendSource(buf[:0], r.Topic, r.Partition, r.Offset)
+			if !yield(string(buf)) {
+				return
+			}
+		}
 	}
 }

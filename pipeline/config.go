@@ -37,24 +37,25 @@ var (
 )
 
 type cfg struct {
-	eos           eos.Config
-	start         StartOffset
-	output        string
-	dlq           string
-	numberer      Numberer
-	codec         *codec.Codec
-	format        codec.Format
-	maxBuffered   int
-	fetchMaxBytes int32
-	linger        time.Duration
-	createTopics  bool
-	prefetch      int
-	parallelism   int
-	idem          *Idempotency
-	trust         Trust
-	judge         *judge
-	prefetchAge   time.Duration
-	noLag         bool // a lane other than the first: the group's lag is lane 0's
+	eos             eos.Config
+	start           StartOffset
+	output          string
+	dlq             string
+	numberer        Numberer
+	codec           *codec.Codec
+	format          codec.Format
+	maxBuffered     int
+	fetchMaxBytes   int32
+	linger          time.Duration
+	createTopics    bool
+	prefetch        int
+	parallelism     int
+	idem            *Idempotency
+	trust           Trust
+	judge           *judge
+	prefetchAge     time.Duration
+	noLag           bool // a lane other than the first: the group's lag is lane 0's
+	maxProduceBytes int32
 }
 
 func defaultCfg(s loop.Settings) cfg {
@@ -79,6 +80,9 @@ func (c *cfg) validate() error {
 	}
 	if c.idem != nil && c.idem.Store == nil {
 		return fmt.Errorf("%w: no key store", ErrIdempotencyKey)
+	}
+	if n := c.maxProduceBytes; n != 0 && (n < MinDLQBytes || n > ProduceBytesCap) {
+		return fmt.Errorf("%w: max produce bytes %d: want 0 (each topic's own limit) or %d to %d", loop.ErrBadConfig, n, MinDLQBytes, ProduceBytesCap)
 	}
 	if c.parallelism < 1 {
 		c.parallelism = 1

@@ -44,6 +44,15 @@ func MaxBufferedRecords(n int) Opt { return func(c *cfg) { c.maxBuffered = n } }
 // FetchMaxBytes bounds one fetch response, overriding the default 32 MiB.
 func FetchMaxBytes(n int32) Opt { return func(c *cfg) { c.fetchMaxBytes = n } }
 
+// MaxProduceBytes caps the record batches the worker produces, overriding
+// the default 0: each topic's own limit (its max.message.bytes), learnt at
+// the start of every session. Where that cannot be read (no
+// DESCRIBE_CONFIGS), it is the limit; without it, DefaultProduceBytes is.
+// A record whose output would be larger goes to the DLQ (class
+// output_too_large); a dead letter that would be larger becomes a
+// reference record (see codec.Reference).
+func MaxProduceBytes(n int32) Opt { return func(c *cfg) { c.maxProduceBytes = n } }
+
 // Linger sets the producer linger, overriding the default 0 (each
 // transaction flushes at its end anyway).
 func Linger(d time.Duration) Opt { return func(c *cfg) { c.linger = d } }

@@ -41,6 +41,8 @@ type Worker struct {
 	stats Stats
 
 	batch      *batch
+	limits     limits    // of the topics produced to, learnt in Start
+	rejecter   rejecter  // records refused at produce, between attempts
 	start      time.Time // of the open batch
 	prefetcher atomic.Pointer[idgen.Prefetcher]
 }
@@ -54,12 +56,16 @@ func NewWorker(s loop.Settings, opts ...Opt) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{cfg: c, m: newWorkerMetrics(c.eos.Registerer), log: c.eos.Logger}
+	w.limits.flag = c.maxProduceBytes
+	// The producer's limit per topic is the one Start learns; the hook
+	// tells the rejecter which records a broker refused.
+	w.cfg.eos.ClientOpts = append(w.cfg.eos.ClientOpts, kgo.ProducerBatchMaxBytesFn(w.limits.of), kgo.WithHooks(&w.rejecter))
 	var err error
 	m := eos.Metrics{Lag: w.m.lag, Transactions: w.m.txns, Phases: w.m.phases}
 	if c.noLag {
 		m.Lag = nil
 	}
-	w.loop, err = eos.New(c.eos, w, m)
+	w.loop, err = eos.New(w.cfg.eos, w, m)
 	return w, err
 }
 
@@ -86,7 +92,7 @@ func (w *Worker) TransactionalID() string { return w.cfg.eos.TransactionalID }
 // After ctx ends, Run finishes or aborts the open transaction and leaves
 // the group within the shutdown timeout.
 func (w *Worker) Run(ctx context.Context) error {
-	w.batch = &batch{cfg: &w.cfg, numberer: w.cfg.numberer}
+	w.batch = &batch{cfg: &w.cfg, numberer: w.cfg.numberer, rejecter: &w.rejecter}
 	if w.cfg.prefetch > 0 {
 		chunk := 4096
 		if l, ok := w.cfg.numberer.(interface{ Layout() idgen.Layout }); ok {
@@ -101,16 +107,20 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // Start implements eos.Step: it finds the partition counts of the output
-// and DLQ topics (creating them if allowed) and says which order guarantee
-// holds.
+// and DLQ topics (creating them if allowed) and their record-size limits,
+// and says which order guarantee holds.
 func (w *Worker) Start(ctx context.Context, s *eos.Session) (map[string][]int32, error) {
 	c := &w.cfg
 	topics, err := s.CheckTopics(ctx, c.createTopics, c.output, c.dlq)
 	if err != nil {
 		return nil, err
 	}
+	if err := w.limits.learn(ctx, s.Admin, w.log, c.output, c.dlq); err != nil {
+		return nil, err
+	}
 	b := w.batch
 	b.outParts, b.dlqParts = topics.Partitions[c.output], topics.Partitions[c.dlq]
+	b.outMax, b.dlqMax = int(w.limits.of(c.output)), int(w.limits.of(c.dlq))
 	inputs := c.eos.Topics
 	if maxIn := topics.MaxIn; b.outParts < maxIn || len(inputs) > 1 {
 		w.log.Warn("several input partitions share an output partition (input partition p goes to output partition p mod "+strconv.Itoa(int(b.outParts))+"): each input partition's records stay in order, and the numbers within each input partition increase, but an output partition interleaves several input partitions",
@@ -135,10 +145,27 @@ func (w *Worker) Assigned(context.Context, *kgo.Client, map[string][]int32) {
 // Process implements eos.Step: it numbers one batch, producing each output
 // record into the open transaction as soon as it is built.
 func (w *Worker) Process(ctx context.Context, tx *eos.Tx, fetches kgo.Fetches) error {
+	if w.rejecter.tooLarge.Swap(false) {
+		// The producer learns its limits once per client.
+		return fmt.Errorf("%w: a record batch was refused as too large: learning the topics' limits again", eos.ErrNewSession)
+	}
 	w.start = time.Now()
+	w.rejecter.begin()
 	w.batch.reset(fetches)
+	w.batch.alone = func(r *kgo.Record) error {
+		if err := tx.Flush(ctx); err != nil {
+			return err
+		}
+		if err := tx.ProduceSync(ctx, r); err != nil {
+			if refusedByBroker(err) {
+				return fmt.Errorf("%w: %w", ErrRefused, err)
+			}
+			return err
+		}
+		return nil
+	}
 	if err := w.batch.process(ctx, func(r *kgo.Record) { tx.Produce(ctx, r) }); err != nil {
-		if errors.Is(err, loop.ErrFatal) {
+		if errors.Is(err, loop.ErrFatal) || errors.Is(err, ErrRefused) || errors.Is(err, eos.ErrNewSession) {
 			return err
 		}
 		return fmt.Errorf("%w: %w", ErrNumbering, err)
@@ -150,6 +177,7 @@ func (w *Worker) Process(ctx context.Context, tx *eos.Tx, fetches kgo.Fetches) e
 func (w *Worker) Committed() error {
 	c := w.batch.counts
 	w.m.committed(c, time.Since(w.start))
+	w.rejecter.committed(w.batch.sources)
 	w.mu.Lock()
 	s := &w.stats
 	s.In += int64(c.in)
@@ -166,5 +194,6 @@ func (w *Worker) Committed() error {
 }
 
 // Aborted implements eos.Step. Nothing of an aborted batch is kept: its
-// numbers are gaps, and the loop counts the abort.
-func (w *Worker) Aborted() {}
+// numbers are gaps, and the loop counts the abort. Records a broker refused
+// in it are sent another way by the next attempt.
+func (w *Worker) Aborted() { w.rejecter.aborted() }

@@ -29,6 +29,7 @@ const (
 	flagMaxPollRecords     = "max-poll-records"
 	flagMaxBufferedRecords = "max-buffered-records"
 	flagFetchMaxBytes      = "fetch-max-bytes"
+	flagMaxProduceBytes    = "max-produce-bytes"
 	flagLinger             = "linger"
 	flagTxnTimeout         = "txn-timeout"
 	flagSessionTimeout     = "session-timeout"
@@ -57,6 +58,7 @@ type consumeConfig struct {
 	maxPollRecords   int
 	maxBuffered      int
 	fetchMaxBytes    int
+	maxProduceBytes  int
 	linger           time.Duration
 	txnTimeout       time.Duration
 	sessionTimeout   time.Duration
@@ -110,6 +112,8 @@ func (cc *consumeConfig) flag(name string) cli.Flag {
 		return intFlag(name, &cc.maxBuffered, pipeline.DefaultMaxBufferedRecords, "records buffered for producing at most")
 	case flagFetchMaxBytes:
 		return intFlag(name, &cc.fetchMaxBytes, pipeline.DefaultFetchMaxBytes, "bytes per fetch response at most")
+	case flagMaxProduceBytes:
+		return intFlag(name, &cc.maxProduceBytes, 0, "cap on each record batch produced (default 0: each topic's max.message.bytes, learnt at start; where that is not readable, 1000012); an output over its topic's limit goes to the DLQ as output_too_large, a dead letter over the DLQ's as a reference record")
 	case flagLinger:
 		return durationFlag(name, &cc.linger, 0, "producer linger (each transaction flushes at its end anyway)")
 	case flagTxnTimeout:

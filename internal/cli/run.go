@@ -33,7 +33,7 @@ func runCommand() *cli.Command {
 		Usage: "number order events from the input topic(s) into the output topic, exactly once",
 		Flags: concat(
 			cfg.consume.flags(flagInputTopic, flagOutputTopic, flagDLQTopic, flagGroup, flagInstanceID, flagTransactionalID,
-				flagStartOffset, flagCreateTopics, flagMaxPollRecords, flagMaxBufferedRecords, flagFetchMaxBytes, flagLinger,
+				flagStartOffset, flagCreateTopics, flagMaxPollRecords, flagMaxBufferedRecords, flagFetchMaxBytes, flagMaxProduceBytes, flagLinger,
 				flagTxnTimeout, flagSessionTimeout, flagStaticMembership, flagShutdownTimeout, flagOrphanGuard, flagTopicWait, flagTopUpWait, flagLanes),
 			[]cli.Flag{sequencerFlag(&cfg.sequencer)},
 			cfg.identity.flags(), cfg.layout.flags(), cfg.redis.flags(), cfg.codec.flags(), cfg.schema.flags(), cfg.idempotency.flags(),
@@ -137,6 +137,7 @@ func (cfg *runConfig) workerOptions(g *idgen.Generator, idem *pipeline.Idempoten
 		pipeline.Start(pipeline.StartOffset(cc.startOffset)),
 		pipeline.MaxBufferedRecords(cc.maxBuffered),
 		pipeline.FetchMaxBytes(int32(cc.fetchMaxBytes)),
+		pipeline.MaxProduceBytes(int32(min(max(cc.maxProduceBytes, -1), pipeline.ProduceBytesCap+1))),
 		pipeline.Linger(cc.linger),
 		pipeline.TopUpWait(cc.topUpWait),
 	}

@@ -11,6 +11,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// ErrNewSession, wrapped in the error of a Step's Process, asks for a new
+// session after the abort: a new client, and Step.Start again (for what a
+// client learns once, such as the producer's record-batch limits).
+var ErrNewSession = errRestartSession
+
 // Tx is the open transaction of one batch.
 type Tx struct {
 	sess    *kgo.GroupTransactSession
@@ -29,6 +34,13 @@ func (t *Tx) ProduceSync(ctx context.Context, r *kgo.Record) error {
 	err := t.sess.ProduceSync(ctx, r).FirstErr()
 	t.promise.Promise()(r, err)
 	return err
+}
+
+// Flush waits until every record produced so far in the transaction is
+// acknowledged or failed (a failure still aborts the transaction at its
+// end), so that the next record produced starts a record batch of its own.
+func (t *Tx) Flush(ctx context.Context) error {
+	return t.sess.Client().Flush(ctx)
 }
 
 // transact runs one batch as one transaction: begin, the step, and one

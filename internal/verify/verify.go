@@ -317,6 +317,10 @@ func (r *Report) outputRecord(ctx context.Context, f numberer, srcKey string, in
 // Check and Stream both account with it.
 func (r *Report) deadLetterRecord(srcKey string, in, d *kgo.Record) {
 	r.DLQ++
+	if _, ok := Header(d, codec.HeaderReference); ok {
+		r.referenceRecord(srcKey, in, d)
+		return
+	}
 	if !bytes.Equal(d.Value, in.Value) {
 		r.problem(&r.Mismatched, "dead letter for %s: bytes changed", srcKey)
 	}
@@ -324,6 +328,25 @@ func (r *Report) deadLetterRecord(srcKey string, in, d *kgo.Record) {
 		r.problem(&r.Mismatched, "dead letter for %s has no %s header", srcKey, codec.HeaderErrorClass)
 	}
 	sameRecord(r, srcKey, in, d)
+}
+
+// referenceRecord checks a dead letter that is a reference to its input
+// (the input would not fit the DLQ): it names the input, its size, hash
+// and first bytes, and carries the class and the input's timestamp.
+func (r *Report) referenceRecord(srcKey string, in, d *kgo.Record) {
+	ref, err := codec.ParseReference(d.Value)
+	switch {
+	case err != nil:
+		r.problem(&r.Mismatched, "reference for %s: %v", srcKey, err)
+	case ref.Source != srcKey || !ref.Matches(in.Value):
+		r.problem(&r.Mismatched, "reference for %s names %s or does not match its value", srcKey, ref.Source)
+	}
+	if class, _ := Header(d, codec.HeaderErrorClass); class == "" || class != string(ref.Class) {
+		r.problem(&r.Mismatched, "reference for %s: class header %q, reference class %q", srcKey, class, ref.Class)
+	}
+	if !in.Timestamp.Equal(d.Timestamp) {
+		r.problem(&r.Mismatched, "%s: timestamp %s became %s", srcKey, in.Timestamp, d.Timestamp)
+	}
 }
 
 // sameRecord checks what the worker keeps: key, timestamp, and the input's
