@@ -72,19 +72,20 @@ func testCrashes(t *testing.T, static bool, lanes int) {
 	r.p.start("crashy")
 	r.stream(e2e.StreamConfig{Records: n, Rate: rate, Mix: orders.Mix{BadPerMille: 2, NumberedPerMille: 2}})
 	flow := time.Duration(float64(n) / float64(rate) * float64(time.Second))
-	var restartedAt int64 = -1
 	for i, at := range r.spread(3, flow/10, flow) {
 		r.sleepUntil(at)
 		// Each kill hits a worker that works: the one restarted before
-		// has committed something since. Killing one that is still
-		// joining tests kfake's join wait (a dead joiner holds the group
-		// for the rebalance timeout, 60 s) more than the worker.
-		r.waitCommittedPast(restartedAt, 90*time.Second)
+		// has joined the group and committed since. A worker killed while
+		// its JoinGroup waits is a fault of another kind, and one kfake
+		// gets wrong: the dead joiner is kept in the group with no session
+		// timer, and when it is not the leader nothing ever removes it, so
+		// its share of the partitions never moves again (Apache Kafka
+		// expires it one session timeout after the join completes).
+		r.waitWorking("crashy", lanes, 90*time.Second)
 		f := r.m.Begin(fmt.Sprintf("SIGKILL %d, restart", i+1))
 		r.p.kill("crashy")
 		r.p.start("crashy")
 		r.m.End(f)
-		restartedAt = r.m.Committed()
 		t.Logf("killed and restarted the worker at %s (%d of %d orders written)", fmtDur(time.Since(r.start)), r.s.Acked(), n)
 	}
 	r.finish(flow + 2*time.Minute)

@@ -223,6 +223,21 @@ func (p *pool) close() {
 	p.wg.Wait()
 }
 
+// sessionBegun is what franz-go logs (at debug, which the e2e workers
+// run at) each time a group member's join and sync are done.
+const sessionBegun = "kafka: new group session begun"
+
+// sessions counts the group sessions instance's current process has begun.
+func (p *pool) sessions(instance string) int {
+	p.mu.Lock()
+	w := p.workers[instance]
+	p.mu.Unlock()
+	if w == nil {
+		return 0
+	}
+	return strings.Count(w.Stderr.String(), sessionBegun)
+}
+
 func (p *pool) exitCount() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -267,6 +282,36 @@ func (r *run) stream(cfg e2e.StreamConfig) {
 func (r *run) waitCommittedPast(count int64, bound time.Duration) {
 	deadline := time.Now().Add(bound)
 	for r.m.Committed() <= count && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitWorking waits until instance's current process works: each of its
+// lanes has joined the group and synced (its own log says so), and the
+// committed count has moved since then, which only that process can have
+// done. It fails the test after bound.
+//
+// The committed count alone does not show it: the process killed before
+// may have sent its last EndTxn just before it died, and that commit can
+// land after the restart; a test that took it for the new process's would
+// kill the new process while it still waits in JoinGroup.
+func (r *run) waitWorking(instance string, lanes int, bound time.Duration) {
+	r.t.Helper()
+	deadline := time.Now().Add(bound)
+	for r.p.sessions(instance) < lanes {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("worker %s: %d of %d lanes joined the group within %s", instance, r.p.sessions(instance), lanes, bound)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	joined := time.Now()
+	for {
+		if base, ok := r.m.CommittedSince(joined); ok && r.m.Committed() > base {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("worker %s joined the group but committed nothing within %s", instance, bound)
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -154,6 +154,19 @@ func (m *Monitor) Faults() []Fault {
 	return out
 }
 
+// CommittedSince returns the committed count of the first good sample
+// taken at or after t, and false while there is none.
+func (m *Monitor) CommittedSince(t time.Time) (int64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.samples {
+		if s.ok && !s.at.Before(t) {
+			return s.committed, true
+		}
+	}
+	return 0, false
+}
+
 // Committed returns the last committed count sampled.
 func (m *Monitor) Committed() int64 {
 	m.mu.Lock()
