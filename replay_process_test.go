@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -82,5 +83,60 @@ func TestReplayKilledAndResumed(t *testing.T) {
 	again, err := verify.ReadCommitted(ctx, e.Kafka.Addrs, out)
 	if err != nil || len(again) != len(outRecs) {
 		t.Fatalf("a rerun of a finished replay wrote more: %d records, was %d (%v)", len(again), len(outRecs), err)
+	}
+}
+
+// SIGINT stops a replay mid-way: it exits 130 with one line saying how to
+// resume, and the same command run again finishes the range, exactly once.
+func TestReplaySIGINTExits130AndResumes(t *testing.T) {
+	e := e2e.NewEnv(t, testenv.Kafka(t), testenv.RedisServer(t), 2)
+	e.Produce(t, 20000, orders.Mix{})
+	out := e.Input + ".replayed"
+	e.Kafka.CreateTopic(t, out, 2)
+	e.Kafka.CreateTopic(t, out+".dlq", 2)
+	// Ten records a transaction: thousands of transactions, so the signal
+	// comes long before the end.
+	args := replayArgs(e, out, "--max-poll-records", "10")
+	first := e2e.Start(t, "replay 1", "", args...)
+	adm := e.Kafka.Admin(t)
+	if !verify.WaitFor(60*time.Second, func() bool {
+		offs, err := adm.ListEndOffsets(context.Background(), out)
+		if err != nil {
+			return false
+		}
+		var n int64
+		offs.Each(func(o kadm.ListedOffset) { n += o.Offset })
+		return n > 0
+	}) {
+		t.Fatalf("the replay wrote nothing in 60s:\n%s", e2e.Tail(first.Stderr.String(), 2000))
+	}
+	_ = first.Cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-first.Done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the replay did not exit within 60s of SIGINT:\n%s", e2e.Tail(first.Stderr.String(), 2000))
+	}
+	if code := first.Cmd.ProcessState.ExitCode(); code != 130 {
+		t.Fatalf("exit %d after SIGINT, want 130:\n%s", code, e2e.Tail(first.Stderr.String(), 2000))
+	}
+	lines := strings.Split(strings.TrimSpace(first.Stderr.String()), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "flakestream: replay interrupted at ") || !strings.Contains(last, "of 20000 records; run the same command again to resume") {
+		t.Fatalf("last line %q, want how to resume", last)
+	}
+
+	second := e2e.Start(t, "replay 2", "", replayArgs(e, out)...)
+	second.WaitSuccess(t, 120*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	outRecs, err := verify.ReadCommitted(ctx, e.Kafka.Addrs, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlq, err := verify.ReadCommitted(ctx, e.Kafka.Addrs, out+".dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := verify.Check(e.Codec, e.Inputs(), outRecs, dlq); !rep.OK() {
+		t.Fatalf("interrupted and resumed replay is not exactly once: %s", rep)
 	}
 }

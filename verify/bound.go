@@ -26,7 +26,8 @@ var (
 type Bound struct {
 	Time time.Time
 	// Offsets by topic, then partition; topic "" applies to every input
-	// topic. A partition not listed takes the edge.
+	// topic. A partition neither bound lists is left out of the range,
+	// unless Config.AllPartitions; then it takes the edge.
 	Offsets map[string]map[int32]int64
 }
 
@@ -90,6 +91,14 @@ func ParseOffsets(s string) (Bound, error) {
 	return b, nil
 }
 
+// lists reports whether b lists an offset for partition p of topic t
+// (under t or under "", every input topic).
+func (b Bound) lists(t string, p int32) bool {
+	_, ok := b.Offsets[t][p]
+	_, all := b.Offsets[""][p]
+	return ok || all
+}
+
 // offsets is one topic's offset per partition.
 type offsets map[int32]int64
 
@@ -104,8 +113,9 @@ type resolved struct {
 // resolve turns the bounds into ranges of the input topics: from the log
 // start (or from) to the last stable offset (or to). A from below the log
 // start is raised to it, and the offsets in between are not checkable; a to
-// beyond the last stable offset is lowered to it, with a note.
-func resolve(ctx context.Context, adm *kadm.Client, topics []string, from, to Bound) (*resolved, error) {
+// beyond the last stable offset is lowered to it, with a note. Unless all,
+// bounds that list partition offsets cover only the partitions they list.
+func resolve(ctx context.Context, adm *kadm.Client, topics []string, from, to Bound, all bool) (*resolved, error) {
 	starts, err := listed(adm.ListStartOffsets(ctx, topics...))
 	if err != nil {
 		return nil, fmt.Errorf("verify: start offsets of %v: %w", topics, err)
@@ -123,8 +133,15 @@ func resolve(ctx context.Context, adm *kadm.Client, topics []string, from, to Bo
 		return nil, err
 	}
 	res := &resolved{compacted: map[string]bool{}}
+	covered := func(string, int32) bool { return true }
+	if !all && len(from.Offsets)+len(to.Offsets) > 0 {
+		covered = func(t string, p int32) bool { return from.lists(t, p) || to.lists(t, p) }
+	}
 	for _, t := range topics {
 		for p := int32(0); p < int32(len(starts[t])); p++ {
+			if !covered(t, p) {
+				continue
+			}
 			start, end := starts[t][p], ends[t][p]
 			f, e := fromOffs[t][p], toOffs[t][p]
 			if f > e {

@@ -42,6 +42,12 @@ type Config struct {
 	// From and To bound the input range, [From, To); the zero Bound is the
 	// log start and the last stable offset when Run starts.
 	From, To Bound
+	// AllPartitions checks every partition of the inputs even when From
+	// or To lists partition offsets; one neither lists then runs from the
+	// log start or to the last stable offset. Without it only the listed
+	// partitions are checked, as a replay with the same bounds covers only
+	// those.
+	AllPartitions bool
 	// Format reads values as the worker did: whether an input record
 	// already carried a valid number (it is passed through), and the
 	// number of an output record that has no number header. Required.
@@ -157,14 +163,14 @@ func plan(ctx context.Context, cfg *Config) (in, out *resolved, compacted map[st
 	if err := checkTopics(ctx, adm, cfg.topics()); err != nil {
 		return nil, nil, nil, nil, err
 	}
-	if in, err = resolve(ctx, adm, cfg.Inputs, cfg.From, cfg.To); err != nil {
+	if in, err = resolve(ctx, adm, cfg.Inputs, cfg.From, cfg.To, cfg.AllPartitions); err != nil {
 		return nil, nil, nil, nil, err
 	}
 	outTopics := []string{cfg.Output}
 	if cfg.DLQ != "" {
 		outTopics = append(outTopics, cfg.DLQ)
 	}
-	if out, err = resolve(ctx, adm, outTopics, Bound{}, Bound{}); err != nil {
+	if out, err = resolve(ctx, adm, outTopics, Bound{}, Bound{}, true); err != nil {
 		return nil, nil, nil, nil, err
 	}
 	if compacted, err = compactedTopics(ctx, adm, cfg.Inputs); err != nil {

@@ -209,10 +209,21 @@ func TestRunRangeByOffsets(t *testing.T) {
 		c.From = verify.Bound{Offsets: map[string]map[int32]int64{"": {0: 100}}}
 		c.To = verify.Bound{Offsets: map[string]map[int32]int64{"": {0: 200, 1: 50}}}
 	})
-	// Partition 0 is [100, 200), 1 is [0, 50), 2 and 3 whole: the outputs
-	// of the other offsets are outside the range, not faults.
-	if !res.Exact || res.Input != 100+50+750+750 || res.OutsideRange == 0 {
-		t.Fatalf("%s: want exact over 1650 inputs, some outside the range", res.Report)
+	// Partition 0 is [100, 200), 1 is [0, 50), 2 and 3, which neither
+	// bound lists, are left out: the outputs of the other offsets are
+	// outside the range, not faults.
+	if !res.Exact || res.Input != 100+50 || len(res.Ranges) != 2 || res.OutsideRange == 0 {
+		t.Fatalf("%s over %d ranges: want exact over 150 inputs of 2 partitions, some outside the range", res.Report, len(res.Ranges))
+	}
+	// With AllPartitions, 2 and 3 are checked whole.
+	res = f.run(t, func(c *verify.Config) {
+		c.Inputs = f.inputs[:1]
+		c.From = verify.Bound{Offsets: map[string]map[int32]int64{"": {0: 100}}}
+		c.To = verify.Bound{Offsets: map[string]map[int32]int64{"": {0: 200, 1: 50}}}
+		c.AllPartitions = true
+	})
+	if !res.Exact || res.Input != 100+50+750+750 || len(res.Ranges) != 4 {
+		t.Fatalf("%s over %d ranges: want exact over 1650 inputs of 4 partitions", res.Report, len(res.Ranges))
 	}
 	// An end past the last stable offset is clamped, with a note.
 	res = f.run(t, func(c *verify.Config) {

@@ -54,6 +54,13 @@ func (p *progress) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// counts are the records done and the total, as last reported.
+func (p *progress) counts() (done, total int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done, p.total
+}
+
 func (p *progress) update(done, total int64) {
 	if figs := p.record(done, total); figs != nil && p.log != nil {
 		p.log.Info(p.name+" progress", figs...)

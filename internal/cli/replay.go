@@ -2,7 +2,10 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/flakestream/flakestream/idgen"
@@ -18,6 +21,8 @@ const (
 	flagTo            = "to"
 	flagReplayID      = "replay-id"
 	flagProgressEvery = "progress-every"
+	flagAllPartitions = "all-partitions"
+	flagDryRun        = "dry-run"
 )
 
 // defaultProgressEvery is how often a replay logs its progress when
@@ -37,6 +42,8 @@ type replayConfig struct {
 	kafka         kafkaConfig
 	ops           opsConfig
 	from, to      string
+	allPartitions bool
+	dryRun        bool
 	replayID      string
 	progressEvery time.Duration
 	sequencer     string
@@ -52,6 +59,8 @@ func replayCommand() *cli.Command {
 			cfg.consume.flags(flagOutputTopic, flagDLQTopic),
 			rangeFlags(&cfg.from, &cfg.to, "the high watermarks when the replay first starts"),
 			[]cli.Flag{
+				allPartitionsFlag(&cfg.allPartitions),
+				boolFlag(flagDryRun, &cfg.dryRun, "print each partition's resolved range and record count, and exit without producing"),
 				stringFlag(flagReplayID, &cfg.replayID, "", "name of the replay's consumer group and transactional ID, flakestream-replay-<id> (default: derived from topics and bounds, so the same command resumes)"),
 			},
 			cfg.consume.flags(flagCreateTopics, flagMaxPollRecords, flagTxnTimeout, flagOrphanGuard, flagTopicWait),
@@ -109,11 +118,22 @@ func (cfg *replayConfig) run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if cfg.dryRun {
+		plan, err := replay.Resolve(c.Context, rcfg)
+		if err != nil {
+			return fmt.Errorf("replay --%s: %w", flagDryRun, err)
+		}
+		printPlan(c.App.Writer, in, out, plan)
+		return nil
+	}
 	rcfg.Progress = prog.update
-	log.Info("replay", "input", in, "output", out, "from", from.String(), "to", to.String(), "group", "flakestream-replay-"+rcfg.ID)
+	log.Info("replay", "input", in, "output", out, "from", from.String(), "to", to.String(), "group", replay.Group(rcfg.ID))
 	ranges, err := replay.Run(c.Context, rcfg)
-	if err == nil && c.Context.Err() != nil {
-		err = &exitError{code: 130, err: fmt.Errorf("replay interrupted; run the same command again to resume")}
+	if c.Context.Err() != nil {
+		// However the replay ended, a signal stopped it: what it
+		// committed stays, and the same command continues from there.
+		done, total := prog.counts()
+		err = &exitError{code: 130, err: fmt.Errorf("replay interrupted at %d of %d records; run the same command again to resume (replay %s)", done, total, replay.Group(rcfg.ID))}
 	} else if err != nil {
 		err = fmt.Errorf("replay: %w", err)
 	}
@@ -123,7 +143,8 @@ func (cfg *replayConfig) run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	log.Info("replay complete", "partitions", len(ranges), "records", prog.total)
+	_, total := prog.counts()
+	log.Info("replay complete", "partitions", len(ranges), "records", total)
 	return nil
 }
 
@@ -162,12 +183,50 @@ func (cfg *replayConfig) replayOptions(g *idgen.Generator, rc redis.UniversalCli
 	if cc.createTopics {
 		worker = append(worker, pipeline.CreateTopics())
 	}
-	id := cfg.replayID
-	if id == "" {
-		id = replay.ID(cc.inputTopic, cc.outputTopic, from, to)
-	}
-	return replay.Config{
-		Loop: s, Input: cc.inputTopic, Output: cc.outputTopic, From: from, To: to, ID: id,
+	rcfg := replay.Config{
+		Loop: s, Input: cc.inputTopic, Output: cc.outputTopic, From: from, To: to, AllPartitions: cfg.allPartitions, ID: cfg.replayID,
 		Redis: rc, RedisPrefix: cfg.redis.prefix, Worker: worker,
-	}, nil
+	}
+	if rcfg.ID == "" {
+		rcfg.ID = replay.ID(rcfg)
+	}
+	return rcfg, nil
+}
+
+// allPartitionsFlag is --all-partitions, for replay and verify.
+func allPartitionsFlag(dst *bool) cli.Flag {
+	return boolFlag(flagAllPartitions, dst, "with partition:offset bounds, cover every partition (one not listed runs from its start or to its end), not only the listed ones")
+}
+
+// printPlan writes a dry run's plan: a line per partition, the total, and
+// the partitions left out.
+func printPlan(w io.Writer, in, out string, p replay.Plan) {
+	fmt.Fprintf(w, "replay %s -> %s as %s (dry run: nothing is produced)\n", in, out, p.Group)
+	if p.Stored {
+		fmt.Fprintf(w, "the ranges an earlier run of this replay resolved and kept:\n")
+	}
+	for _, pp := range p.Partitions {
+		line := fmt.Sprintf("partition %d: offsets %d to %d: %d records", pp.Partition, pp.From, pp.To, pp.Offsets())
+		if pp.Done > 0 {
+			line += fmt.Sprintf(", %d already done", pp.Done)
+		}
+		fmt.Fprintln(w, line)
+	}
+	offsets, done := p.Total()
+	fmt.Fprintf(w, "total: %d partitions, %d records", len(p.Partitions), offsets)
+	if done > 0 {
+		fmt.Fprintf(w, ", %d already done", done)
+	}
+	fmt.Fprintln(w)
+	if len(p.Left) > 0 {
+		fmt.Fprintf(w, "not replayed: partitions %s (not listed in --%s or --%s; --%s replays them)\n", joinInts(p.Left), flagFrom, flagTo, flagAllPartitions)
+	}
+}
+
+func joinInts(ps []int32) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = strconv.Itoa(int(p))
+	}
+	return strings.Join(parts, ", ")
 }

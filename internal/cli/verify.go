@@ -32,6 +32,7 @@ type verifyConfig struct {
 	from, to      string
 	fromOffsets   string
 	toOffsets     string
+	allPartitions bool
 	json          bool
 	progressEvery time.Duration
 	stallTimeout  time.Duration
@@ -48,6 +49,7 @@ func verifyCommand() *cli.Command {
 			[]cli.Flag{
 				stringFlag(flagFromOffsets, &cfg.fromOffsets, "", "start of the range as partition:offset,... (or topic:partition:offset,...), instead of --from"),
 				stringFlag(flagToOffsets, &cfg.toOffsets, "", "end of the range (exclusive) as partition:offset,... (or topic:partition:offset,...), instead of --to"),
+				allPartitionsFlag(&cfg.allPartitions),
 				jsonFlag(&cfg.json, "print the report as one JSON object on standard output"),
 				progressEveryFlag(&cfg.progressEvery),
 				durationFlag(flagStallTimeout, &cfg.stallTimeout, verify.DefaultStallTimeout, "give up (exit 2) when a topic yields no record for this long while offsets are left to read"),
@@ -137,7 +139,7 @@ func (cfg *verifyConfig) verify(c *cli.Context) (verify.Result, error) {
 		dlq, optional = inputs[0]+".dlq", true
 	}
 	res, err := verify.Run(c.Context, verify.Config{Brokers: s.Brokers, KafkaOpts: s.KafkaOpts, Inputs: inputs,
-		Output: cc.outputTopic, DLQ: dlq, OptionalDLQ: optional, From: from, To: to, Format: f, Progress: prog.update,
+		Output: cc.outputTopic, DLQ: dlq, OptionalDLQ: optional, From: from, To: to, AllPartitions: cfg.allPartitions, Format: f, Progress: prog.update,
 		Log: log, StallTimeout: cfg.stallTimeout, Planned: limitMemory})
 	prog.finish(err == nil)
 	if err != nil {

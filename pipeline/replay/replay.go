@@ -28,9 +28,12 @@ var ErrBound = errors.New("pipeline: invalid replay bound")
 // Bound is one end of a replay range: the start or end of each partition,
 // the first offset at or after a time, or explicit partition offsets.
 type Bound struct {
-	Edge    string          // "start" or "end", or "" for Time or Offsets
-	Time    time.Time       // the first record at or after it
-	Offsets map[int32]int64 // explicit; unlisted partitions take the edge default
+	Edge string    // "start" or "end", or "" for Time or Offsets
+	Time time.Time // the first record at or after it
+	// Offsets are explicit. A partition that neither bound lists is left
+	// out of the replay, unless Config.AllPartitions; then it takes the
+	// edge (the start for From, the end for To).
+	Offsets map[int32]int64
 	text    string
 }
 
@@ -70,6 +73,11 @@ type Config struct {
 	Input    string
 	Output   string
 	From, To Bound
+	// AllPartitions replays every partition of Input even when From or To
+	// lists partition offsets; a partition neither lists then runs from
+	// its start or to its end. Without it, only the listed partitions are
+	// replayed.
+	AllPartitions bool
 	// ID names the replay: its consumer group is flakestream-replay-<ID>
 	// and so is its transactional ID. "" derives it from the input, output
 	// and bounds, so running the same command again resumes.
@@ -92,10 +100,33 @@ type Range struct {
 	To   int64 `json:"to"`
 }
 
-// ID returns the default ID of a replay: a hash of what it replays.
-func ID(input, output string, from, to Bound) string {
-	sum := sha256.Sum256([]byte(input + "\x00" + output + "\x00" + from.text + "\x00" + to.text))
+// ID returns the default ID of a replay: a hash of what it replays (the
+// topics, the bounds as given, and AllPartitions where it changes the
+// range).
+func ID(rc Config) string {
+	text := rc.Input + "\x00" + rc.Output + "\x00" + rc.From.text + "\x00" + rc.To.text
+	if rc.AllPartitions && len(rc.From.Offsets)+len(rc.To.Offsets) > 0 {
+		text += "\x00all-partitions"
+	}
+	sum := sha256.Sum256([]byte(text))
 	return hex.EncodeToString(sum[:6])
+}
+
+// named is the set of partitions a replay covers when its bounds list
+// partition offsets and AllPartitions is off; nil when it covers every
+// partition.
+func (rc Config) named() map[int32]bool {
+	if rc.AllPartitions || len(rc.From.Offsets)+len(rc.To.Offsets) == 0 {
+		return nil
+	}
+	named := map[int32]bool{}
+	for p := range rc.From.Offsets {
+		named[p] = true
+	}
+	for p := range rc.To.Offsets {
+		named[p] = true
+	}
+	return named
 }
 
 // Run runs a bounded, exactly-once, resumable replay. It reads the input
@@ -106,44 +137,33 @@ func ID(input, output string, from, to Bound) string {
 // arguments, it continues from its last committed transaction.
 func Run(ctx context.Context, rc Config) (map[int32]Range, error) {
 	if rc.ID == "" {
-		rc.ID = ID(rc.Input, rc.Output, rc.From, rc.To)
+		rc.ID = ID(rc)
 	}
-	group := "flakestream-replay-" + rc.ID
+	group := Group(rc.ID)
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(rc.Loop.Brokers...)}, rc.Loop.KafkaOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: kafka client: %w", loop.ErrFatal, err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	ranges, err := resolveRanges(ctx, adm, rc)
+	edges, err := listEdges(ctx, adm, rc.Input)
 	if err != nil {
 		return nil, err
 	}
+	ranges, err := resolveRanges(ctx, adm, edges, rc, true)
+	if err != nil {
+		return nil, err
+	}
+	stop, skip := stops(ranges, edges.end[rc.Input])
 	var total int64
-	stop := map[int32]int64{}
-	for p, r := range ranges {
+	for _, r := range ranges {
 		total += r.To - r.From
-		stop[p] = r.To
 	}
-	committed, err := seedGroup(ctx, adm, group, rc.Input, ranges)
+	committed, err := seedGroup(ctx, adm, group, rc.Input, ranges, skip)
 	if err != nil {
 		return nil, err
 	}
-	done := func(offs map[int32]int64) (int64, bool) {
-		var n int64
-		all := true
-		for p, r := range ranges {
-			o, ok := offs[p]
-			if !ok {
-				o = r.From
-			}
-			n += min(max(o, r.From), r.To) - r.From
-			if o < r.To {
-				all = false
-			}
-		}
-		return n, all
-	}
+	done := func(offs map[int32]int64) (int64, bool) { return progressOf(ranges, offs) }
 	n, finished := done(committed)
 	if rc.Progress != nil {
 		rc.Progress(n, total)
@@ -179,24 +199,53 @@ func Run(ctx context.Context, rc Config) (map[int32]Range, error) {
 	return ranges, nil
 }
 
-// resolveRanges turns the bounds into offsets, once: the first run stores
-// them in Redis and every resumed run reads them back, so "end" stays the
-// high watermarks of the first start.
-func resolveRanges(ctx context.Context, adm *kadm.Client, rc Config) (map[int32]Range, error) {
-	key := idgen.ReplayKey(rc.RedisPrefix, rc.ID)
-	if rc.Redis != nil {
-		if b, err := rc.Redis.Get(ctx, key).Bytes(); err == nil {
-			var ranges map[int32]Range
-			if err := json.Unmarshal(b, &ranges); err == nil {
-				return ranges, nil
-			}
-		} else if !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("read replay bounds from redis: %w", err)
+// stops are where the worker stops numbering each partition: at the end of
+// its range, or at 0 for a partition the replay leaves out; skip is where
+// the group starts reading the partitions left out, their end, so they are
+// not read from the start and nothing that arrives in them is numbered.
+func stops(ranges map[int32]Range, ends map[int32]kadm.ListedOffset) (stop, skip map[int32]int64) {
+	stop, skip = map[int32]int64{}, map[int32]int64{}
+	for p, r := range ranges {
+		stop[p] = r.To
+	}
+	for p, end := range ends {
+		if _, ok := ranges[p]; !ok {
+			skip[p] = end.Offset
+			stop[p] = 0
 		}
 	}
-	edges, err := listEdges(ctx, adm, rc.Input)
-	if err != nil {
-		return nil, err
+	return stop, skip
+}
+
+// progressOf is how many offsets of ranges the committed offsets offs
+// cover, and whether they cover all of them.
+func progressOf(ranges map[int32]Range, offs map[int32]int64) (n int64, all bool) {
+	all = true
+	for p, r := range ranges {
+		o, ok := offs[p]
+		if !ok {
+			o = r.From
+		}
+		n += min(max(o, r.From), r.To) - r.From
+		if o < r.To {
+			all = false
+		}
+	}
+	return n, all
+}
+
+// Group is the consumer group, and transactional ID, of the replay named
+// id.
+func Group(id string) string { return "flakestream-replay-" + id }
+
+// resolveRanges turns the bounds into offsets, once: the first run stores
+// them in Redis (if store) and every resumed run reads them back, so "end"
+// stays the high watermarks of the first start. Only the partitions the
+// replay covers have a range.
+func resolveRanges(ctx context.Context, adm *kadm.Client, edges *edges, rc Config, store bool) (map[int32]Range, error) {
+	key := idgen.ReplayKey(rc.RedisPrefix, rc.ID)
+	if ranges, err := storedRanges(ctx, rc); err != nil || ranges != nil {
+		return ranges, err
 	}
 	from, err := edges.at(ctx, adm, rc.From, "start")
 	if err != nil {
@@ -207,13 +256,17 @@ func resolveRanges(ctx context.Context, adm *kadm.Client, rc Config) (map[int32]
 		return nil, err
 	}
 	ranges := map[int32]Range{}
+	named := rc.named()
 	for p := range from {
+		if named != nil && !named[p] {
+			continue
+		}
 		if from[p] > to[p] {
 			return nil, fmt.Errorf("%w: partition %d: --from %s is offset %d, after --to %s at %d", ErrBound, p, rc.From.text, from[p], rc.To.text, to[p])
 		}
 		ranges[p] = Range{From: from[p], To: to[p]}
 	}
-	if rc.Redis != nil {
+	if rc.Redis != nil && store {
 		b, _ := json.Marshal(ranges)
 		if err := rc.Redis.SetNX(ctx, key, b, 30*24*time.Hour).Err(); err != nil {
 			return nil, fmt.Errorf("store replay bounds in redis: %w", err)
@@ -222,6 +275,26 @@ func resolveRanges(ctx context.Context, adm *kadm.Client, rc Config) (map[int32]
 		if b, err := rc.Redis.Get(ctx, key).Bytes(); err == nil {
 			_ = json.Unmarshal(b, &ranges)
 		}
+	}
+	return ranges, nil
+}
+
+// storedRanges are the ranges an earlier run of the replay kept in Redis,
+// or nil.
+func storedRanges(ctx context.Context, rc Config) (map[int32]Range, error) {
+	if rc.Redis == nil {
+		return nil, nil
+	}
+	b, err := rc.Redis.Get(ctx, idgen.ReplayKey(rc.RedisPrefix, rc.ID)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read replay bounds from redis: %w", err)
+	}
+	var ranges map[int32]Range
+	if err := json.Unmarshal(b, &ranges); err != nil {
+		return nil, nil // unreadable: resolved again, as before
 	}
 	return ranges, nil
 }
@@ -293,10 +366,9 @@ func (e *edges) at(ctx context.Context, adm *kadm.Client, b Bound, edge string) 
 	return out, nil
 }
 
-// seedGroup commits the range starts for a replay group that has no
-// offsets yet, so the replay starts at --from; a group that has offsets (a
-// resumed replay) keeps them. It returns the group's offsets.
-func seedGroup(ctx context.Context, adm *kadm.Client, group, topic string, ranges map[int32]Range) (map[int32]int64, error) {
+// groupOffsets are the committed offsets of topic in a replay group, none
+// for a group that does not exist yet.
+func groupOffsets(ctx context.Context, adm *kadm.Client, group, topic string) (map[int32]int64, error) {
 	var fetched kadm.OffsetResponses
 	var err error
 	// A broker that has just started may not have its group coordinator
@@ -321,18 +393,35 @@ func seedGroup(ctx context.Context, adm *kadm.Client, group, topic string, range
 			have[o.Partition] = o.At
 		}
 	})
-	if len(have) > 0 {
-		return have, nil
+	return have, nil
+}
+
+// seedGroup commits the range starts for a replay group that has no
+// offsets yet, so the replay starts at --from, and the end offsets in skip
+// for the partitions it leaves out, so they are not read from the start; a
+// group that has offsets (a resumed replay) keeps them. It returns the
+// group's offsets.
+func seedGroup(ctx context.Context, adm *kadm.Client, group, topic string, ranges map[int32]Range, skip map[int32]int64) (map[int32]int64, error) {
+	have, err := groupOffsets(ctx, adm, group, topic)
+	if err != nil || len(have) > 0 {
+		return have, err
+	}
+	at := map[int32]int64{}
+	for p, o := range skip {
+		at[p] = o
+	}
+	for p, r := range ranges {
+		at[p] = r.From
+		have[p] = r.From
 	}
 	var seed kadm.Offsets
-	parts := make([]int32, 0, len(ranges))
-	for p := range ranges {
+	parts := make([]int32, 0, len(at))
+	for p := range at {
 		parts = append(parts, p)
 	}
 	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
 	for _, p := range parts {
-		seed.Add(kadm.Offset{Topic: topic, Partition: p, At: ranges[p].From, LeaderEpoch: -1})
-		have[p] = ranges[p].From
+		seed.Add(kadm.Offset{Topic: topic, Partition: p, At: at[p], LeaderEpoch: -1})
 	}
 	resp, err := adm.CommitOffsets(ctx, group, seed)
 	if err == nil {

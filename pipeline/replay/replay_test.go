@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/internal/pipetest"
 	"github.com/flakestream/flakestream/internal/verify"
@@ -171,5 +172,47 @@ func TestReplayEndsOnTransactionMarkers(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("the replay did not finish: it never saw past the commit markers")
+	}
+}
+
+// With offset bounds, a partition that neither bound lists is not
+// replayed; AllPartitions replays it whole, under another ID. Resolve
+// reports the same plan and stores nothing.
+func TestReplayListedPartitionsOnly(t *testing.T) {
+	e := pipetest.NewEnv(t, 3)
+	e.Produce(t, 900, orders.Mix{})
+	from, _ := ParseBound("0:10,1:20")
+	to, _ := ParseBound("0:60")
+	rc := Config{Loop: loop.Settings{Brokers: e.Kafka.Addrs}, Input: e.Input, Output: e.Input + ".r", From: from, To: to,
+		Redis: e.Redis.Client(t), RedisPrefix: e.Prefix}
+	all := rc
+	all.AllPartitions = true
+	if ID(rc) == ID(all) {
+		t.Fatal("--all-partitions does not change the replay's ID, so the two would share stored ranges")
+	}
+	plan, err := Resolve(context.Background(), rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Partitions) != 2 || plan.Partitions[0].Range != (Range{From: 10, To: 60}) || plan.Partitions[1].From != 20 ||
+		len(plan.Left) != 1 || plan.Left[0] != 2 || plan.Stored {
+		t.Fatalf("plan %+v: want partitions 0 [10, 60) and 1 from 20, 2 left out, nothing stored", plan)
+	}
+	if n, err := e.Redis.Client(t).Exists(context.Background(), idgen.ReplayKey(e.Prefix, plan.ID)).Result(); err != nil || n != 0 {
+		t.Fatalf("Resolve stored the ranges (%d, %v): a dry run must change nothing", n, err)
+	}
+	out := replayInto(t, e, e.Input+".r", "0:10,1:20", "0:60", nil)
+	want := 50 + plan.Partitions[1].Offsets()
+	if int64(len(out)) != want {
+		t.Fatalf("replayed %d records, want %d", len(out), want)
+	}
+	for _, r := range out {
+		src, _ := verify.Header(r, codec.HeaderSource)
+		if _, p, _, _ := codec.ParseSource(src); p == 2 {
+			t.Fatalf("record %s of partition 2, which no bound lists", src)
+		}
+	}
+	if plan, err = Resolve(context.Background(), rc); err != nil || !plan.Stored {
+		t.Fatalf("after the replay, Resolve: stored %t, %v; want the stored ranges", plan.Stored, err)
 	}
 }
