@@ -2,6 +2,7 @@ package idgen
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -91,6 +92,18 @@ func (i RedisInfo) Durability(waitReplicas string, timeout time.Duration) (Durab
 // It does not connect: the first command does, so a worker can start while
 // Redis is down and retry. Every error is one line, with passwords redacted.
 func NewRedisClient(rawURL string) (redis.UniversalClient, RedisInfo, error) {
+	return NewRedisClientTLS(rawURL, nil)
+}
+
+// NewRedisClientTLS is NewRedisClient with the TLS client configuration
+// of a rediss URL's connections (to the server, every cluster node, the
+// data nodes and the sentinels): its CAs, client certificate and server
+// name replace go-redis's defaults (the system pool, no certificate, the
+// URL's first host). An empty ServerName means the host of each address
+// dialled, so cluster nodes on different hosts are each checked against
+// their own name. tlsConfig nil is NewRedisClient; a non-nil one for a URL
+// without TLS is an ErrRedisURL.
+func NewRedisClientTLS(rawURL string, tlsConfig *tls.Config) (redis.UniversalClient, RedisInfo, error) {
 	info, err := parseRedisURL(rawURL)
 	if err != nil {
 		return nil, info, err
@@ -98,6 +111,9 @@ func NewRedisClient(rawURL string) (redis.UniversalClient, RedisInfo, error) {
 	fail := func(err error) (redis.UniversalClient, RedisInfo, error) {
 		msg := strings.TrimPrefix(err.Error(), "redis: ")
 		return nil, info, fmt.Errorf("%w %s: %s", ErrRedisURL, info.Redacted, msg)
+	}
+	if tlsConfig != nil && !info.TLS {
+		return fail(errors.New("TLS settings are given but the URL's scheme has no TLS: use rediss://, rediss+cluster:// or rediss+sentinel://"))
 	}
 	scheme, rest, _ := strings.Cut(rawURL, "://")
 	base := "redis"
@@ -110,23 +126,41 @@ func NewRedisClient(rawURL string) (redis.UniversalClient, RedisInfo, error) {
 		if err != nil {
 			return fail(err)
 		}
+		opts.TLSConfig = withTLS(opts.TLSConfig, tlsConfig)
 		return redis.NewClient(opts), info, nil
 	case RedisCluster:
 		opts, err := clusterOptions(info, base, rest)
 		if err != nil {
 			return fail(err)
 		}
+		opts.TLSConfig = withTLS(opts.TLSConfig, tlsConfig)
 		return redis.NewClusterClient(opts), info, nil
 	case RedisSentinel:
 		opts, err := failoverOptions(info, base, rest)
 		if err != nil {
 			return fail(err)
 		}
+		opts.TLSConfig = withTLS(opts.TLSConfig, tlsConfig)
 		c := redis.NewFailoverClient(opts)
 		c.AddHook(sentinelErrors{master: info.Master, sentinels: strings.Join(info.Addrs, ",")})
 		return c, info, nil
 	}
 	return fail(fmt.Errorf("unknown scheme %q", scheme))
+}
+
+// withTLS is the TLS configuration of the connections: go-redis's from
+// the URL (parsed) unless the caller gave its own (given), which keeps the
+// URL's skip_verify.
+func withTLS(parsed, given *tls.Config) *tls.Config {
+	if given == nil || parsed == nil {
+		return parsed
+	}
+	cfg := given.Clone()
+	cfg.InsecureSkipVerify = cfg.InsecureSkipVerify || parsed.InsecureSkipVerify
+	if cfg.MinVersion == 0 {
+		cfg.MinVersion = tls.VersionTLS12
+	}
+	return cfg
 }
 
 // clusterOptions turns a redis+cluster URL (rest is what follows "://")

@@ -56,13 +56,14 @@ func brokersFlag(dst *cli.StringSlice, value []string, usage string) cli.Flag {
 	return stringSliceFlag(flagBrokers, dst, value, usage)
 }
 
-// tlsFiles are the PEM files of a TLS client, as the Kafka and the
-// schema-registry flags give them: the CAs to trust ("" for the system
-// pool), a client certificate and its key (cert "" for none), and the
-// names of their flags, which an error names so that users know which
-// flag to fix.
+// tlsFiles are the settings of a TLS client, as the Kafka, Redis and
+// schema-registry flags give them: the PEM files of the CAs to trust (""
+// for the system pool), of a client certificate and its key (cert "" for
+// none), the name the server's certificate must carry ("" for the host
+// dialled), and the names of their flags, which an error names so that
+// users know which flag to fix.
 type tlsFiles struct {
-	ca, cert, key             string
+	ca, cert, key, serverName string
 	flagCA, flagCert, flagKey string
 }
 
@@ -76,12 +77,18 @@ func (t *tlsFiles) flags(ca, cert, key, caUsage, certUsage, keyUsage string) []c
 	}
 }
 
-// given reports whether a CA or a client certificate was given.
-func (t *tlsFiles) given() bool { return t.ca != "" || t.cert != "" }
+// serverNameFlag returns the flag of the server name, named as given.
+func (t *tlsFiles) serverNameFlag(name, usage string) cli.Flag {
+	return stringFlag(name, &t.serverName, "", usage)
+}
 
-// config is the TLS client configuration of the files.
+// given reports whether a CA, a client certificate or a server name was
+// given.
+func (t *tlsFiles) given() bool { return t.ca != "" || t.cert != "" || t.serverName != "" }
+
+// config is the TLS client configuration of the settings.
 func (t *tlsFiles) config() (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.serverName}
 	if t.ca != "" {
 		pem, err := os.ReadFile(t.ca)
 		if err != nil {

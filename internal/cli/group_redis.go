@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"time"
 
 	"github.com/flakestream/flakestream/idgen"
@@ -17,6 +18,10 @@ const (
 	flagRedisWaitReplicas = "redis-wait-replicas"
 	flagRedisWaitTimeout  = "redis-wait-timeout"
 	flagSequencer         = "sequencer"
+	flagRedisTLSCA        = "redis-tls-ca"
+	flagRedisTLSCert      = "redis-tls-cert"
+	flagRedisTLSKey       = "redis-tls-key"
+	flagRedisTLSServer    = "redis-tls-server-name"
 )
 
 // defaultRedisWaitReplicas lets the URL decide: 1 for cluster and sentinel
@@ -33,23 +38,44 @@ type redisConfig struct {
 	url, prefix  string
 	waitReplicas string
 	waitTimeout  time.Duration
+	tlsFiles     tlsFiles
 }
 
 // redisURLUsage names every topology --redis takes.
 const redisURLUsage = "Redis `URL`: redis://[user:password@]host:port/db for one node; redis+cluster://[user:password@]h1:p1,h2:p2 for Redis Cluster; redis+sentinel://[user:password@]s1:p1,s2:p2/MASTER[?db=N&sentinel_password=...] for Sentinel; rediss... for TLS"
 
 func (r *redisConfig) flags() []cli.Flag {
-	return []cli.Flag{
+	return concat([]cli.Flag{
 		redisURLFlag(&r.url, idgen.DefaultRedisURL, redisURLUsage),
 		stringFlag(flagRedisPrefix, &r.prefix, idgen.DefaultPrefix, "prefix of every Redis key flakestream writes"),
 		stringFlag(flagRedisWaitReplicas, &r.waitReplicas, defaultRedisWaitReplicas, "before using a reservation or key claim, WAIT for this many replicas (or all the primary has, if fewer): auto is 1 for cluster and sentinel URLs, 0 for one node"),
 		durationFlag(flagRedisWaitTimeout, &r.waitTimeout, idgen.DefaultWaitTimeout, "how long one WAIT for replicas may take; a reservation not acknowledged in time is dropped and asked again"),
-	}
+	}, r.tlsFiles.flags(flagRedisTLSCA, flagRedisTLSCert, flagRedisTLSKey,
+		"PEM `FILE` of CAs to trust for a rediss URL: the server, every cluster node and the sentinels (default: the system pool)",
+		"PEM `FILE` of a client certificate for Redis mTLS",
+		"PEM `FILE` of the Redis client certificate's key"), []cli.Flag{
+		r.tlsFiles.serverNameFlag(flagRedisTLSServer, "name the Redis servers' certificates must carry, when it is not the host in the URL (or, for cluster nodes and Sentinel's data nodes, the address they announce)"),
+	})
 }
 
-// client returns the client --redis names, for any topology.
+// client returns the client --redis names, for any topology, over TLS
+// with the --redis-tls-* settings when they are given.
 func (r *redisConfig) client() (redis.UniversalClient, error) {
-	rc, _, err := idgen.NewRedisClient(r.url)
+	var tlsCfg *tls.Config
+	if r.tlsFiles.given() {
+		info, err := idgen.ParseRedisURL(r.url)
+		if err != nil {
+			return nil, asUsage(err)
+		}
+		if !info.TLS {
+			return nil, usageErr("--%s, --%s, --%s and --%s are for TLS: the --%s URL %s has none (use rediss://, rediss+cluster:// or rediss+sentinel://)",
+				flagRedisTLSCA, flagRedisTLSCert, flagRedisTLSKey, flagRedisTLSServer, flagRedis, info.Redacted)
+		}
+		if tlsCfg, err = r.tlsFiles.config(); err != nil {
+			return nil, asUsage(err)
+		}
+	}
+	rc, _, err := idgen.NewRedisClientTLS(r.url, tlsCfg)
 	if err != nil {
 		return nil, asUsage(err)
 	}

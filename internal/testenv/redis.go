@@ -9,6 +9,7 @@ package testenv
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -31,10 +32,35 @@ type Redis struct {
 	Addr string // 127.0.0.1:port
 	Kind string // "external" (REDIS_URL), "local" (redis-server on PATH) or "container"
 
+	// TLS is set for a server from RedisServerTLS: what its clients need.
+	TLS *RedisTLS
+
 	dir  string
 	port int
 	cmd  *exec.Cmd
 }
+
+// RedisTLS is what a client of a TLS-only Redis (RedisServerTLS) needs.
+type RedisTLS struct {
+	CA *TestCA
+	// ServerName is the one name in the server's certificate: not the
+	// address a client dials, so a client must be told it.
+	ServerName string
+	// ClientCert and ClientKey are the PEM files of a client certificate
+	// the CA signed; the server requires one.
+	ClientCert, ClientKey string
+	serverCert, serverKey string
+}
+
+// Config is a TLS client configuration for the server: the CA, the server
+// name and the client certificate.
+func (r *RedisTLS) Config(t testing.TB) *tls.Config {
+	t.Helper()
+	return r.CA.ClientConfig(t, r.ServerName, r.ClientCert, r.ClientKey)
+}
+
+// RedisTLSServerName is the name in the certificate of RedisServerTLS.
+const RedisTLSServerName = "redis.flakestream.test"
 
 // Missing skips the test with reason, or fails it under CI=true, where every
 // service must be there.
@@ -73,6 +99,27 @@ func RedisServer(t testing.TB) *Redis {
 	return nil
 }
 
+// RedisServerTLS returns a redis-server from PATH on a free port of
+// 127.0.0.1 that speaks only TLS (no plain port) and requires a client
+// certificate; its own certificate names RedisTLSServerName only, not the
+// address. Its URL is rediss://127.0.0.1:port/0. Without redis-server on
+// PATH it skips (fails under CI=true): REDIS_URL and containers are not
+// used for it.
+func RedisServerTLS(t testing.TB) *Redis {
+	t.Helper()
+	bin := redisBins(t, "redis-server")[0]
+	ca := NewTestCA(t)
+	rt := &RedisTLS{CA: ca, ServerName: RedisTLSServerName}
+	rt.serverCert, rt.serverKey = ca.Issue(t, "redis-server", RedisTLSServerName)
+	rt.ClientCert, rt.ClientKey = ca.Issue(t, "redis-client")
+	r := &Redis{Kind: "local", dir: t.TempDir(), port: FreePort(t), TLS: rt}
+	r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port))
+	r.URL = "rediss://" + r.Addr + "/0"
+	r.start(t, bin)
+	t.Cleanup(func() { r.stop() })
+	return r
+}
+
 // CanRestart reports whether the test controls the server's process, so
 // that Stop and Start work.
 func (r *Redis) CanRestart() bool { return r.Kind == "local" }
@@ -107,6 +154,9 @@ func (r *Redis) Client(t testing.TB) *redis.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if r.TLS != nil {
+		opts.TLSConfig = r.TLS.Config(t)
+	}
 	c := redis.NewClient(opts)
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -114,10 +164,17 @@ func (r *Redis) Client(t testing.TB) *redis.Client {
 
 func (r *Redis) start(t testing.TB, bin string) {
 	t.Helper()
-	cmd := exec.Command(bin,
-		"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
+	args := []string{"--port", strconv.Itoa(r.port)}
+	var tlsCfg *tls.Config
+	if r.TLS != nil {
+		args = []string{"--port", "0", "--tls-port", strconv.Itoa(r.port),
+			"--tls-cert-file", r.TLS.serverCert, "--tls-key-file", r.TLS.serverKey,
+			"--tls-ca-cert-file", r.TLS.CA.File, "--tls-auth-clients", "yes"}
+		tlsCfg = r.TLS.Config(t)
+	}
+	cmd := exec.Command(bin, append(args, "--bind", "127.0.0.1",
 		"--dir", r.dir, "--save", "", "--appendonly", "yes",
-		"--daemonize", "no", "--logfile", filepath.Join(r.dir, "redis.log"))
+		"--daemonize", "no", "--logfile", filepath.Join(r.dir, "redis.log"))...)
 	// The server dies with the test binary, even a killed one, so no test
 	// leaves a Redis running.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -128,6 +185,14 @@ func (r *Redis) start(t testing.TB, bin string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", r.Addr, 200*time.Millisecond)
+		if err == nil && tlsCfg != nil {
+			tc := tls.Client(c, tlsCfg)
+			_ = tc.SetDeadline(time.Now().Add(time.Second))
+			if err = tc.Handshake(); err != nil {
+				tc.Close()
+			}
+			c = tc
+		}
 		if err == nil {
 			_, err = c.Write([]byte("PING\r\n"))
 			if err == nil {
