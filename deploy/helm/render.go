@@ -1,15 +1,17 @@
 package helm
 
 import (
+	"context"
 	"sort"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
-	"helm.sh/helm/v3/pkg/lint"
-	"helm.sh/helm/v3/pkg/lint/support"
-	"helm.sh/helm/v3/pkg/releaseutil"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chartutil "helm.sh/helm/v4/pkg/chart/common/util"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/lint"
+	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+	"helm.sh/helm/v4/pkg/engine"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 )
 
 // Release is the release a render is for.
@@ -21,13 +23,13 @@ type Release struct {
 // mode (a template that reads a value values.yaml does not have fails),
 // and returns the manifests by template name.
 func Render(c *chart.Chart, values map[string]any, rel Release) (map[string]string, error) {
-	vals, err := chartutil.ToRenderValues(c, values, chartutil.ReleaseOptions{
+	vals, err := chartutil.ToRenderValues(c, values, common.ReleaseOptions{
 		Name: rel.Name, Namespace: rel.Namespace, Revision: 1, IsInstall: true,
-	}, chartutil.DefaultCapabilities)
+	}, common.DefaultCapabilities)
 	if err != nil {
 		return nil, err
 	}
-	return engine.Engine{Strict: true}.Render(c, vals)
+	return engine.Engine{Strict: true}.RenderWithContext(context.Background(), c, vals)
 }
 
 // Document is one YAML document of a rendered template.
@@ -78,7 +80,7 @@ func Manifest(out map[string]string) string {
 // returns the messages of severity warning and above.
 func Lint(dir string, values map[string]any, namespace string) []support.Message {
 	var bad []support.Message
-	for _, m := range lint.AllWithKubeVersion(dir, values, namespace, nil).Messages {
+	for _, m := range lint.RunAll(dir, values, namespace).Messages {
 		if m.Severity >= support.WarningSev {
 			bad = append(bad, m)
 		}

@@ -16,9 +16,10 @@ import (
 	"strings"
 
 	"github.com/flakestream/flakestream/deploy/helm"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/strvals"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chartutil "helm.sh/helm/v4/pkg/chart/common/util"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/strvals"
 )
 
 type list []string
@@ -52,7 +53,7 @@ func run(args []string) error {
 	}
 	values := map[string]any{}
 	for _, f := range files {
-		v, err := chartutil.ReadValuesFile(f)
+		v, err := common.ReadValuesFile(f)
 		if err != nil {
 			return err
 		}
