@@ -170,10 +170,6 @@ func hopelessError(dlq, src, reason string) error {
 // lastHeader returns the value of the last header named key ("" if none):
 // the worker's own headers come after the input's.
 func lastHeader(r *kgo.Record, key string) string {
-	for i := len(r.Headers) - 1; i >= 0; i-- {
-		if r.Headers[i].Key == key {
-			return string(r.Headers[i].Value)
-		}
-	}
-	return ""
+	v, _ := codec.LastHeader(r.Headers, key)
+	return string(v)
 }
