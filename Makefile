@@ -3,7 +3,7 @@
 
 GO      ?= go
 PKGS    ?= ./...
-# Tests that need a service find it (see internal/testenv); CI=true makes a
+# Tests that need a service find it (see test/testenv); CI=true makes a
 # missing one fail instead of skip.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
@@ -35,13 +35,13 @@ helm:
 	cd deploy/helm && $(GO) run ./cmd/flakestream-chart lint $(HELM_ARGS) flakestream
 	cd deploy/helm && $(GO) run ./cmd/flakestream-chart template $(HELM_ARGS) flakestream
 
-# The end-to-end and fault suite (e2e/) on a real Apache Kafka broker: one
+# The end-to-end and fault suite (test/faults/) on a real Apache Kafka broker: one
 # shared broker from scripts/kafka-local (always stopped at the end; the
 # broker-restart tests start their own) and a real redis-server. Results go
 # to $(ARTIFACTS)/faults.jsonl and worker logs to $(ARTIFACTS)/logs/.
 # Then the cluster stage (test-kafka-cluster).
 ARTIFACTS ?= artifacts
-E2E_PKGS  ?= ./e2e/
+E2E_PKGS  ?= ./test/faults/
 E2EFLAGS  ?= -count=1 -timeout 15m -v
 REPLAY_TESTS ?= TestReplay|TestIdempotency
 test-kafka:
@@ -53,7 +53,7 @@ test-kafka:
 	KAFKA_BROKERS=$$addr FLAKESTREAM_KAFKA_LOCAL=1 FLAKESTREAM_ARTIFACTS=$(abspath $(ARTIFACTS)) \
 		$(GO) test $(E2EFLAGS) -skip '^TestCluster' $(E2E_PKGS); \
 	echo "test-kafka: replay and idempotency on Apache Kafka"; \
-	KAFKA_BROKERS=$$addr $(GO) test -count=1 -timeout 10m -run '$(REPLAY_TESTS)' ./pipeline/ ./pipeline/replay/ .
+	KAFKA_BROKERS=$$addr $(GO) test -count=1 -timeout 10m -run '$(REPLAY_TESTS)' ./pipeline/ ./replay/ ./test/process/ .
 	$(MAKE) test-kafka-cluster
 
 # Interop with a client the project did not write (issue 12): Confluent's
@@ -82,7 +82,7 @@ test-rules:
 # `scripts/kafka-local start --nodes 3` (three JVMs of 384m heap each).
 # Kafka's console consumer (kafka-tools, fetched once by
 # `scripts/kafka-local tools`) reads two of them again. The soak repeats
-# one: go run ./internal/e2e/soak -fault cluster-txn-coordinator -runs 10
+# one: go run ./test/soak -fault cluster-txn-coordinator -runs 10
 CLUSTERFLAGS ?= -count=1 -timeout 40m -v
 test-kafka-cluster:
 	@mkdir -p $(ARTIFACTS)
@@ -126,7 +126,7 @@ demo:
 # A short run of every fuzz target.
 FUZZTIME ?= 20s
 fuzz:
-	@for pkg in ./idgen ./codec ./pipeline/audit ./verify; do \
+	@for pkg in ./idgen ./codec ./audit ./verify; do \
 	  for f in $$($(GO) test -list 'Fuzz.*' $$pkg | grep ^Fuzz); do \
 	    echo "== $$pkg $$f"; $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
 	  done; \

@@ -8,16 +8,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flakestream/flakestream/internal/e2e"
-	"github.com/flakestream/flakestream/internal/testenv"
+	"github.com/flakestream/flakestream/test/harness"
+	"github.com/flakestream/flakestream/test/testenv"
 )
 
 // The tests of this package run flakestream as separate processes: several
 // at once, or killed with SIGKILL. Everything else is tested in-process in
 // internal/cli.
 
+func TestMain(m *testing.M) { harness.Main(m) }
+
 // binary builds flakestream once per test run.
-func binary(t testing.TB) string { return e2e.Binary(t) }
+func binary(t testing.TB) string { return harness.Binary(t) }
 
 // Four gen processes started at once against one Redis, with the same
 // server and worker, print 400,000 unique numbers, each process's output

@@ -14,11 +14,11 @@ import (
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/codec/schema"
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/internal/e2e"
 	"github.com/flakestream/flakestream/internal/orders"
-	"github.com/flakestream/flakestream/internal/testenv"
 	"github.com/flakestream/flakestream/pipeline"
 	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/flakestream/flakestream/test/harness"
+	"github.com/flakestream/flakestream/test/testenv"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	"github.com/testcontainers/testcontainers-go"
@@ -42,7 +42,7 @@ func TestContainersEndToEnd(t *testing.T) {
 	defer cancel()
 	kafka := &testenv.KafkaCluster{Addrs: []string{kafkaContainer(ctx, t)}, Kind: testenv.KafkaKindExternal}
 	redis := redisContainer(ctx, t)
-	e := e2e.NewEnv(t, kafka, redis, 4)
+	e := harness.NewEnv(t, kafka, redis, 4)
 	e.Produce(t, 20000, orders.Mix{BadPerMille: 6, NumberedPerMille: 5})
 
 	seq, err := idgen.NewRedisSequencer(idgen.RedisSettings{Client: redis.Client(t), Prefix: e.Input})
@@ -168,7 +168,7 @@ func TestContainersAvro(t *testing.T) {
 	kafka := &testenv.KafkaCluster{Addrs: []string{kafkaContainer(ctx, t)}, Kind: testenv.KafkaKindExternal}
 	redis := redisContainer(ctx, t)
 	registry := registryContainer(ctx, t, kafka.Addrs[0])
-	e := e2e.NewEnv(t, kafka, redis, 4)
+	e := harness.NewEnv(t, kafka, redis, 4)
 
 	cl, err := sr.NewClient(sr.URLs(registry))
 	if err != nil {

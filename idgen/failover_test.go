@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flakestream/flakestream/internal/testenv"
+	"github.com/flakestream/flakestream/test/testenv"
 )
 
 // A promoted replica that missed the last reservation, made

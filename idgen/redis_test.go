@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flakestream/flakestream/internal/testenv"
+	"github.com/flakestream/flakestream/test/testenv"
 	"github.com/redis/go-redis/v9"
 )
 

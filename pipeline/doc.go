@@ -16,7 +16,7 @@
 // sequencer), the byte-level codecs (codec, codec/schema), the loop's
 // settings and the errors every product shares (pipeline/loop), the
 // exactly-once loop it is a step of (internal/eos, shared with the audit), the audit
-// consumer (pipeline/audit), bounded replays (pipeline/replay), and the
+// consumer (audit), bounded replays (replay), and the
 // reconciliation of input against output (verify). It has no flags: the
 // command line is internal/cli.
 package pipeline

@@ -9,9 +9,9 @@ import (
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/internal/orders"
-	"github.com/flakestream/flakestream/internal/pipetest"
-	"github.com/flakestream/flakestream/internal/verify"
 	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/flakestream/flakestream/test/accounting"
+	"github.com/flakestream/flakestream/test/pipetest"
 )
 
 // produceInChunks writes n orders in chunks with a pause between them, so
@@ -57,13 +57,13 @@ func TestWorkerRedisOutage(t *testing.T) {
 	}
 	wk := start(t, e, "a", setLoop(func(s *loop.Settings) { s.MaxPollRecords = 500 }))
 	produceInChunks(t, e, 3000, 1000, 50*time.Millisecond, orders.Mix{})
-	if !verify.WaitFor(30*time.Second, func() bool { return wk.w.Stats().In >= 3000 }) {
+	if !accounting.WaitFor(30*time.Second, func() bool { return wk.w.Stats().In >= 3000 }) {
 		t.Fatalf("worker did not catch up before the outage: %+v", wk.w.Stats())
 	}
 	e.Redis.Stop(t)
 	// More than the prefetcher can hold, so the outage is felt.
 	e.Produce(t, 20000, orders.Mix{})
-	if !verify.WaitFor(15*time.Second, func() bool { return wk.w.Stats().Aborted > 0 }) {
+	if !accounting.WaitFor(15*time.Second, func() bool { return wk.w.Stats().Aborted > 0 }) {
 		t.Fatalf("no transaction aborted while Redis was down: %+v", wk.w.Stats())
 	}
 	if err := wk.w.Ready(); err == nil || !errors.Is(err, ErrNumbering) {
@@ -98,9 +98,9 @@ func TestWorkerDeadLetters(t *testing.T) {
 	}
 	byClass := map[string]int{}
 	for _, d := range dlq {
-		class, _ := verify.Header(d, codec.HeaderErrorClass)
-		msg, _ := verify.Header(d, codec.HeaderError)
-		src, _ := verify.Header(d, codec.HeaderSource)
+		class, _ := accounting.Header(d, codec.HeaderErrorClass)
+		msg, _ := accounting.Header(d, codec.HeaderError)
+		src, _ := accounting.Header(d, codec.HeaderSource)
 		if msg == "" || !strings.HasPrefix(src, e.Input+"/") {
 			t.Fatalf("dead letter without reason or source: %q %q", msg, src)
 		}
@@ -123,7 +123,7 @@ func TestWorkerStartLatest(t *testing.T) {
 	e := pipetest.NewEnv(t, 1)
 	e.Produce(t, 100, orders.Mix{})
 	wk := start(t, e, "a", Start(StartLatest))
-	if !verify.WaitFor(20*time.Second, func() bool { return wk.w.Ready() == nil }) {
+	if !accounting.WaitFor(20*time.Second, func() bool { return wk.w.Ready() == nil }) {
 		t.Fatalf("worker never became ready: %v", wk.w.Ready())
 	}
 	time.Sleep(500 * time.Millisecond)

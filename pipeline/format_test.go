@@ -16,9 +16,9 @@ import (
 	"github.com/bufbuild/protocompile"
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/codec/schema"
-	"github.com/flakestream/flakestream/internal/pipetest"
-	"github.com/flakestream/flakestream/internal/verify"
 	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/flakestream/flakestream/test/accounting"
+	"github.com/flakestream/flakestream/test/pipetest"
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
@@ -189,7 +189,7 @@ func produceValues(t *testing.T, e *pipetest.Env, values [][]byte) []*kgo.Record
 
 // waitFormatOutput waits until every input is accounted for and returns
 // the accounting (against f) and the output and DLQ records.
-func waitFormatOutput(t *testing.T, e *pipetest.Env, f codec.Format, timeout time.Duration) (verify.Report, []*kgo.Record, []*kgo.Record) {
+func waitFormatOutput(t *testing.T, e *pipetest.Env, f codec.Format, timeout time.Duration) (accounting.Report, []*kgo.Record, []*kgo.Record) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -199,7 +199,7 @@ func waitFormatOutput(t *testing.T, e *pipetest.Env, f codec.Format, timeout tim
 			t.Fatal(err)
 		}
 		if len(out)+len(dlq) >= len(e.Inputs) || time.Now().After(deadline) {
-			return verify.CheckFormat(context.Background(), f, e.Inputs, out, dlq), out, dlq
+			return accounting.CheckFormat(context.Background(), f, e.Inputs, out, dlq), out, dlq
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -272,7 +272,7 @@ func TestWorkerValueFormats(t *testing.T) {
 			}
 			outIDs := map[uint32]bool{}
 			for _, o := range out {
-				num, _ := verify.Header(o, codec.HeaderNumber)
+				num, _ := accounting.Header(o, codec.HeaderNumber)
 				ref, no := decodeOutput(t, cl, vf, o.Value)
 				if no != num || !strings.HasPrefix(ref, "R-") {
 					t.Fatalf("output decodes to ref %q order_no %q; number header %q", ref, no, num)
@@ -287,7 +287,7 @@ func TestWorkerValueFormats(t *testing.T) {
 			}
 			got := map[codec.Class]int{}
 			for _, d := range dlq {
-				class, _ := verify.Header(d, codec.HeaderErrorClass)
+				class, _ := accounting.Header(d, codec.HeaderErrorClass)
 				got[codec.Class(class)]++
 				if want, ok := bad[codec.Class(class)]; !ok || string(want) != string(d.Value) {
 					t.Errorf("dead letter of class %s: value %x, want the input's bytes untouched", class, d.Value)
@@ -324,7 +324,7 @@ func TestWorkerRegistryOutageRetries(t *testing.T) {
 	r.fail.Store(http.StatusServiceUnavailable)
 	f := r.format(t, e, codec.ValueAvro)
 	wk := start(t, e, "outage", Format(f))
-	if !verify.WaitFor(20*time.Second, func() bool { return errors.Is(wk.w.Ready(), ErrNumbering) }) {
+	if !accounting.WaitFor(20*time.Second, func() bool { return errors.Is(wk.w.Ready(), ErrNumbering) }) {
 		t.Fatalf("Ready() = %v during the registry outage, want ErrNumbering", wk.w.Ready())
 	}
 	if err := wk.w.Ready(); !errors.Is(err, codec.ErrUnavailable) {
@@ -401,8 +401,8 @@ func TestWorkerAvroIdempotencyField(t *testing.T) {
 	if len(out) != 3 {
 		t.Fatalf("%d outputs, want 3", len(out))
 	}
-	n := func(i int) string { s, _ := verify.Header(out[i], codec.HeaderNumber); return s }
-	rep, _ := verify.Header(out[2], codec.HeaderRepeat)
+	n := func(i int) string { s, _ := accounting.Header(out[i], codec.HeaderNumber); return s }
+	rep, _ := accounting.Header(out[2], codec.HeaderRepeat)
 	if n(0) != n(2) || n(0) == n(1) || rep != "true" {
 		t.Fatalf("numbers %s %s %s, repeat header %q: want the two A orders to share one, flagged a repeat", n(0), n(1), n(2), rep)
 	}

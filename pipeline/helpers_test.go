@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flakestream/flakestream/internal/pipetest"
 	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/flakestream/flakestream/test/pipetest"
 )
 
 // setLoop changes the loop's settings from a test's option list, so that

@@ -9,8 +9,8 @@ import (
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/internal/orders"
-	"github.com/flakestream/flakestream/internal/pipetest"
-	"github.com/flakestream/flakestream/internal/verify"
+	"github.com/flakestream/flakestream/test/accounting"
+	"github.com/flakestream/flakestream/test/pipetest"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -42,7 +42,7 @@ func TestIdempotencyConcurrentWorkers(t *testing.T) {
 	}
 	repeatHeaders := 0
 	for _, r := range append(outA, outB...) {
-		if v, _ := verify.Header(r, codec.HeaderRepeat); v == "true" {
+		if v, _ := accounting.Header(r, codec.HeaderRepeat); v == "true" {
 			repeatHeaders++
 		}
 	}
@@ -67,7 +67,7 @@ func TestIdempotencyMissingKeyAndDrop(t *testing.T) {
 	store := e.KeyStore(t)
 
 	strict := start(t, e, "strict", WithIdempotency(&Idempotency{Store: store, Field: "order_ref", Drop: true}))
-	if !verify.WaitFor(30*time.Second, func() bool { return strict.w.Stats().In == 10 }) {
+	if !accounting.WaitFor(30*time.Second, func() bool { return strict.w.Stats().In == 10 }) {
 		t.Fatalf("stats %+v", strict.w.Stats())
 	}
 	strict.stop(t)
@@ -79,7 +79,7 @@ func TestIdempotencyMissingKeyAndDrop(t *testing.T) {
 	if len(dlq) != 1 {
 		t.Fatalf("%d dead letters", len(dlq))
 	}
-	if class, _ := verify.Header(dlq[0], codec.HeaderErrorClass); class != string(codec.ClassMissingKey) {
+	if class, _ := accounting.Header(dlq[0], codec.HeaderErrorClass); class != string(codec.ClassMissingKey) {
 		t.Fatalf("class %q", class)
 	}
 
@@ -87,7 +87,7 @@ func TestIdempotencyMissingKeyAndDrop(t *testing.T) {
 	e.Out = e.Input + ".opt"
 	e.Kafka.CreateTopic(t, e.Out, 1)
 	lax := start(t, e, "lax", WithIdempotency(&Idempotency{Store: store, Field: "order_ref", Optional: true}))
-	if !verify.WaitFor(30*time.Second, func() bool { return lax.w.Stats().In == 10 }) {
+	if !accounting.WaitFor(30*time.Second, func() bool { return lax.w.Stats().In == 10 }) {
 		t.Fatalf("stats %+v", lax.w.Stats())
 	}
 	lax.stop(t)
@@ -153,7 +153,7 @@ func TestIdempotencyHeaderKey(t *testing.T) {
 	}
 	e.Inputs = recs
 	w := start(t, e, "hdr", WithIdempotency(&Idempotency{Store: e.KeyStore(t), Header: "order-ref"}))
-	if !verify.WaitFor(30*time.Second, func() bool { return w.w.Stats().In == 6 }) {
+	if !accounting.WaitFor(30*time.Second, func() bool { return w.w.Stats().In == 6 }) {
 		t.Fatalf("stats %+v", w.w.Stats())
 	}
 	w.stop(t)
@@ -163,8 +163,8 @@ func TestIdempotencyHeaderKey(t *testing.T) {
 	out, _ := e.ReadTopic(e.Out)
 	byRef := map[string]map[string]bool{}
 	for _, r := range out {
-		ref, _ := verify.Header(r, "order-ref")
-		n, _ := verify.Header(r, codec.HeaderNumber)
+		ref, _ := accounting.Header(r, "order-ref")
+		n, _ := accounting.Header(r, codec.HeaderNumber)
 		if byRef[ref] == nil {
 			byRef[ref] = map[string]bool{}
 		}

@@ -14,8 +14,8 @@ import (
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/codec/schema"
-	"github.com/flakestream/flakestream/internal/pipetest"
-	"github.com/flakestream/flakestream/internal/testenv"
+	"github.com/flakestream/flakestream/test/pipetest"
+	"github.com/flakestream/flakestream/test/testenv"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 )
 

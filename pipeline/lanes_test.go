@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/internal/orders"
-	"github.com/flakestream/flakestream/internal/pipetest"
 	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/flakestream/flakestream/test/pipetest"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

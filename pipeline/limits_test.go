@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flakestream/flakestream/internal/testenv"
+	"github.com/flakestream/flakestream/test/testenv"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/flakestream/flakestream/internal/pipetest"
+	"github.com/flakestream/flakestream/test/pipetest"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

@@ -10,9 +10,9 @@ import (
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/internal/orders"
-	"github.com/flakestream/flakestream/internal/pipetest"
-	"github.com/flakestream/flakestream/internal/verify"
 	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/flakestream/flakestream/test/accounting"
+	"github.com/flakestream/flakestream/test/pipetest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -127,7 +127,7 @@ func checkSized(t *testing.T, e *pipetest.Env, ins []sizedInput, opts ...Opt) {
 	}
 	got := map[string]*kgo.Record{}
 	for _, r := range append(out, dlq...) {
-		src, _ := verify.Header(r, codec.HeaderSource)
+		src, _ := accounting.Header(r, codec.HeaderSource)
 		got[src] = r
 	}
 	for i, in := range all {
@@ -139,11 +139,11 @@ func checkSized(t *testing.T, e *pipetest.Env, ins []sizedInput, opts ...Opt) {
 		where := toOutput
 		if r.Topic == e.DLQ {
 			where = toDLQ
-			if _, ok := verify.Header(r, codec.HeaderReference); ok {
+			if _, ok := accounting.Header(r, codec.HeaderReference); ok {
 				where = toReference
 			}
 		}
-		class, _ := verify.Header(r, codec.HeaderErrorClass)
+		class, _ := accounting.Header(r, codec.HeaderErrorClass)
 		if where != in.want || (in.want != toOutput && codec.Class(class) != in.class) {
 			t.Errorf("%s (%s, %d bytes): went to %s as %q, want %s as %q", src, in.kind, in.batch, where, class, in.want, in.class)
 		}
@@ -283,12 +283,12 @@ func TestWorkerRejectedRecord(t *testing.T) {
 	src := string(codec.AppendSource(nil, refused.Topic, refused.Partition, refused.Offset))
 	var rejected int
 	for _, r := range dlq {
-		class, _ := verify.Header(r, codec.HeaderErrorClass)
+		class, _ := accounting.Header(r, codec.HeaderErrorClass)
 		if codec.Class(class) != codec.ClassRejected {
 			continue
 		}
 		rejected++
-		if s, _ := verify.Header(r, codec.HeaderSource); s != src {
+		if s, _ := accounting.Header(r, codec.HeaderSource); s != src {
 			t.Errorf("%s rejected, but only %s was refused", s, src)
 		}
 	}

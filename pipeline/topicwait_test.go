@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/internal/orders"
-	"github.com/flakestream/flakestream/internal/pipetest"
-	"github.com/flakestream/flakestream/internal/testenv"
 	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/flakestream/flakestream/test/pipetest"
+	"github.com/flakestream/flakestream/test/testenv"
 )
 
 // A worker started before its input, output and DLQ topics exist (they are

@@ -9,8 +9,8 @@ import (
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/internal/pipetest"
-	"github.com/flakestream/flakestream/internal/verify"
+	"github.com/flakestream/flakestream/test/accounting"
+	"github.com/flakestream/flakestream/test/pipetest"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -79,7 +79,7 @@ func produceAll(t *testing.T, e *pipetest.Env, in []prefilled) {
 func runUntil(t *testing.T, e *pipetest.Env, n int, opts ...Opt) (out, dlq []*kgo.Record, s Stats) {
 	t.Helper()
 	wk := start(t, e, "a", opts...)
-	if !verify.WaitFor(60*time.Second, func() bool { return wk.w.Stats().In == int64(n) }) {
+	if !accounting.WaitFor(60*time.Second, func() bool { return wk.w.Stats().In == int64(n) }) {
 		t.Fatalf("stats %+v, want %d records in", wk.w.Stats(), n)
 	}
 	wk.stop(t)

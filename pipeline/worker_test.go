@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/internal/orders"
-	"github.com/flakestream/flakestream/internal/pipetest"
+	"github.com/flakestream/flakestream/test/pipetest"
 )
 
 // Every record is accounted for, byte for byte, with unique numbers, every

@@ -10,10 +10,10 @@
 // [Run] reads the topics from a cluster, read_committed, and fills a
 // ledger; it only reads, and commits nothing.
 //
-// The fault suite's accounting (internal/verify) counts with the same
+// The fault suite's accounting (test/accounting) counts with the same
 // Ledger, and runs the command on every row, so the tests and the product
 // mean one thing by "lost". What this package does not hold: the checks
 // only a test that wrote the inputs can make (every output byte as
 // promised, each partition's order), and the audit's live detection of a
-// renumbered order within a window (package pipeline/audit).
+// renumbered order within a window (package audit).
 package verify

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec/schema"
-	"github.com/flakestream/flakestream/internal/e2e"
 	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/flakestream/flakestream/test/harness"
 )
 
 // runApp runs flakestream in-process, as main does but without exiting:
@@ -163,8 +163,8 @@ func TestUserErrorsAreOneLine(t *testing.T) {
 // background is flakestream running in-process on its own goroutine, as a
 // process test would run the binary.
 type background struct {
-	stdout *e2e.SyncBuffer
-	stderr *e2e.SyncBuffer
+	stdout *harness.SyncBuffer
+	stderr *harness.SyncBuffer
 	cancel context.CancelFunc
 	done   chan int // the exit code, once
 }
@@ -174,7 +174,7 @@ type background struct {
 func startApp(t *testing.T, args ...string) *background {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &background{stdout: &e2e.SyncBuffer{}, stderr: &e2e.SyncBuffer{}, cancel: cancel, done: make(chan int, 1)}
+	b := &background{stdout: &harness.SyncBuffer{}, stderr: &harness.SyncBuffer{}, cancel: cancel, done: make(chan int, 1)}
 	app := App()
 	app.Reader, app.Writer, app.ErrWriter = strings.NewReader(""), b.stdout, b.stderr
 	go func() { b.done <- Run(ctx, app, append([]string{"flakestream"}, args...)) }()
@@ -198,7 +198,7 @@ func (b *background) stop(timeout time.Duration) (int, error) {
 		close(b.done)
 		return code, nil
 	case <-time.After(timeout):
-		return -1, fmt.Errorf("flakestream did not return within %s of its context's end:\n%s", timeout, e2e.Tail(b.stderr.String(), 2000))
+		return -1, fmt.Errorf("flakestream did not return within %s of its context's end:\n%s", timeout, harness.Tail(b.stderr.String(), 2000))
 	}
 }
 

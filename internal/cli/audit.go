@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flakestream/flakestream/audit"
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/audit"
 
 	"github.com/urfave/cli/v2"
 )

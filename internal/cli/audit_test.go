@@ -17,12 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flakestream/flakestream/audit"
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/internal/e2e"
-	"github.com/flakestream/flakestream/internal/testenv"
-	"github.com/flakestream/flakestream/internal/verify"
-	"github.com/flakestream/flakestream/pipeline/audit"
+	"github.com/flakestream/flakestream/test/accounting"
+	"github.com/flakestream/flakestream/test/harness"
+	"github.com/flakestream/flakestream/test/testenv"
 	"github.com/urfave/cli/v2"
 )
 
@@ -116,7 +116,7 @@ func TestAuditCommandKcat(t *testing.T) {
 	// In-process: the app's standard output is a pipe read line by line,
 	// and cancelling its context is the SIGTERM main turns into the same.
 	pr, pw := io.Pipe()
-	stderr := &e2e.SyncBuffer{}
+	stderr := &harness.SyncBuffer{}
 	app := App()
 	app.Writer, app.ErrWriter = pw, stderr
 	runCtx, stop := context.WithCancel(context.Background())
@@ -139,7 +139,7 @@ func TestAuditCommandKcat(t *testing.T) {
 		}
 	}()
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(lines) }
-	if !verify.WaitFor(60*time.Second, func() bool { return count() >= len(want) }) {
+	if !accounting.WaitFor(60*time.Second, func() bool { return count() >= len(want) }) {
 		t.Fatalf("%d audit lines of %d; stderr:\n%s", count(), len(want), stderr.String())
 	}
 	stop()
@@ -156,7 +156,7 @@ func TestAuditCommandKcat(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	recs, err := verify.ReadCommitted(ctx, k.Addrs, topic+".audit")
+	recs, err := accounting.ReadCommitted(ctx, k.Addrs, topic+".audit")
 	if err != nil {
 		t.Fatal(err)
 	}

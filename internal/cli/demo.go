@@ -10,11 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flakestream/flakestream/audit"
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/demo"
-	"github.com/flakestream/flakestream/internal/verify"
-	"github.com/flakestream/flakestream/pipeline/audit"
+	"github.com/flakestream/flakestream/test/accounting"
 	"github.com/urfave/cli/v2"
 )
 
@@ -118,7 +118,7 @@ func printSummary(w io.Writer, s *demo.Summary) {
 	}
 	fmt.Fprintf(w, "\nsome numbered orders, decoded (layout %s):\n", s.Layout)
 	for _, r := range s.Samples {
-		num, _ := verify.Header(r, codec.HeaderNumber)
+		num, _ := accounting.Header(r, codec.HeaderNumber)
 		id, _ := idgen.ParseID(num)
 		p, _ := s.Layout.Decompose(id)
 		fmt.Fprintf(w, "  %s\n    -> %s\n", trim(r.Value, 110), decoded(p).AppendJSON(nil))

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flakestream/flakestream/internal/browsertest"
-	"github.com/flakestream/flakestream/internal/verify"
+	"github.com/flakestream/flakestream/test/accounting"
+	"github.com/flakestream/flakestream/test/browsertest"
 )
 
 var updateScreenshot = flag.Bool("update-screenshot", false, "write the live page's screenshot to docs/demo-serve.png")
@@ -30,7 +30,7 @@ func startServe(t *testing.T, extra ...string) (*background, serveURLs) {
 	b := startApp(t, append([]string{"demo", "--serve", "--http-addr", "127.0.0.1:0", "--audit-http-addr", "127.0.0.1:0"}, extra...)...)
 	re := regexp.MustCompile(`live page +(http://\S+)\n +audit metrics +(http://\S+)\n +worker metrics +(http://\S+)\n`)
 	var m []string
-	if !verify.WaitFor(30*time.Second, func() bool { m = re.FindStringSubmatch(b.stdout.String()); return m != nil }) {
+	if !accounting.WaitFor(30*time.Second, func() bool { m = re.FindStringSubmatch(b.stdout.String()); return m != nil }) {
 		t.Fatalf("no URLs printed in 30s; stdout:\n%s\nstderr:\n%s", b.stdout.String(), b.stderr.String())
 	}
 	return b, serveURLs{m[1], m[2], m[3]}
@@ -82,17 +82,17 @@ func TestDemoServe(t *testing.T) {
 		t.Fatalf("the live page at %s is not the audit page:\n%.500s", u.page, page)
 	}
 	var first int64
-	if !verify.WaitFor(20*time.Second, func() bool { first = audited(t, u); return first > 0 }) {
+	if !accounting.WaitFor(20*time.Second, func() bool { first = audited(t, u); return first > 0 }) {
 		t.Fatalf("nothing audited in 20s")
 	}
-	if !verify.WaitFor(20*time.Second, func() bool { return audited(t, u) > first }) {
+	if !accounting.WaitFor(20*time.Second, func() bool { return audited(t, u) > first }) {
 		t.Fatalf("the audited count stayed at %d", first)
 	}
 	// One order in a thousand is malformed, each class in turn: at 1,000
 	// a second every class has come by within 6 s.
 	classes := []string{"not_json", "not_object", "invalid_utf8", "invalid_number", "duplicate_field", "too_large"}
 	var wm string
-	if !verify.WaitFor(30*time.Second, func() bool {
+	if !accounting.WaitFor(30*time.Second, func() bool {
 		wm = get(t, u.workerMetrics)
 		for _, c := range classes {
 			if metric(wm, `flakestream_dlq_records_total{class="`+c+`"}`) < 1 {
@@ -107,7 +107,7 @@ func TestDemoServe(t *testing.T) {
 		t.Fatalf("flakestream_records_numbered_total = %v on the worker's /metrics", n)
 	}
 	a1 := metric(get(t, u.auditMetrics), "flakestream_audit_records_total")
-	if !verify.WaitFor(20*time.Second, func() bool { return metric(get(t, u.auditMetrics), "flakestream_audit_records_total") > a1 }) || a1 <= 0 {
+	if !accounting.WaitFor(20*time.Second, func() bool { return metric(get(t, u.auditMetrics), "flakestream_audit_records_total") > a1 }) || a1 <= 0 {
 		t.Fatalf("flakestream_audit_records_total did not rise from %v on the audit's /metrics", a1)
 	}
 

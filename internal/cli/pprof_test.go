@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flakestream/flakestream/internal/verify"
+	"github.com/flakestream/flakestream/test/accounting"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -30,7 +30,7 @@ func TestPprof(t *testing.T) {
 		}
 		b := startApp(t, args...)
 		var m []string
-		if !verify.WaitFor(30*time.Second, func() bool { m = addrRe.FindStringSubmatch(b.stderr.String()); return m != nil }) {
+		if !accounting.WaitFor(30*time.Second, func() bool { m = addrRe.FindStringSubmatch(b.stderr.String()); return m != nil }) {
 			t.Fatalf("no serving line in 30s:\n%s", b.stderr.String())
 		}
 		return m[1], "http://" + m[2]

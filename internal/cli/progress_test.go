@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/creack/pty"
-	"github.com/flakestream/flakestream/internal/e2e"
 	"github.com/flakestream/flakestream/internal/orders"
-	"github.com/flakestream/flakestream/internal/testenv"
+	"github.com/flakestream/flakestream/test/harness"
+	"github.com/flakestream/flakestream/test/testenv"
 )
 
 // terminal is a pseudo-terminal: tty is what the program under test writes
@@ -137,7 +137,7 @@ func screenLines(out string) []string {
 // replayOnTerminal runs `flakestream replay` of e's input into its output
 // in-process, with standard error on a pseudo-terminal, and returns the
 // exit code and what the terminal showed.
-func replayOnTerminal(t *testing.T, e *e2e.Env, dlq string, extra ...string) (int, string) {
+func replayOnTerminal(t *testing.T, e *harness.Env, dlq string, extra ...string) (int, string) {
 	t.Helper()
 	term := newTerminal(t)
 	app := App()
@@ -153,7 +153,7 @@ func replayOnTerminal(t *testing.T, e *e2e.Env, dlq string, extra ...string) (in
 // its bar where it got, never drawn complete, and the error is the last
 // line on the terminal.
 func TestReplayFailureOnTerminal(t *testing.T) {
-	e := e2e.NewEnv(t, testenv.Kafka(t), testenv.RedisServer(t), 2)
+	e := harness.NewEnv(t, testenv.Kafka(t), testenv.RedisServer(t), 2)
 	e.Produce(t, 2000, orders.Mix{})
 	code, out := replayOnTerminal(t, e, e.Input+".missing", "--topic-wait", "300ms")
 	if code != 1 {
@@ -176,7 +176,7 @@ func TestReplayFailureOnTerminal(t *testing.T) {
 // A replay that succeeds, logging at debug level all the while, draws its
 // bar complete, and no log line is cut by it.
 func TestReplayOnTerminal(t *testing.T) {
-	e := e2e.NewEnv(t, testenv.Kafka(t), testenv.RedisServer(t), 2)
+	e := harness.NewEnv(t, testenv.Kafka(t), testenv.RedisServer(t), 2)
 	e.Produce(t, 5000, orders.Mix{})
 	code, out := replayOnTerminal(t, e, e.DLQ, "--max-poll-records", "250", "--log-level", "debug")
 	if code != 0 {

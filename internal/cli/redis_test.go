@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flakestream/flakestream/internal/e2e"
 	"github.com/flakestream/flakestream/internal/orders"
-	"github.com/flakestream/flakestream/internal/testenv"
+	"github.com/flakestream/flakestream/test/harness"
+	"github.com/flakestream/flakestream/test/testenv"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -90,12 +90,12 @@ func TestRunOverRedisTLSWithACLUser(t *testing.T) {
 	for got := 0; got < len(recs); {
 		fs := cons.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d numbered orders; worker log:\n%s", got, len(recs), e2e.Tail(w.stderr.String(), 2000))
+			t.Fatalf("read %d of %d numbered orders; worker log:\n%s", got, len(recs), harness.Tail(w.stderr.String(), 2000))
 		}
 		got += fs.NumRecords()
 	}
 	if code, err := w.stop(20 * time.Second); err != nil || code != 0 {
-		t.Fatalf("exit %d, %v:\n%s", code, err, e2e.Tail(w.stderr.String(), 2000))
+		t.Fatalf("exit %d, %v:\n%s", code, err, harness.Tail(w.stderr.String(), 2000))
 	}
 	if log, err := admin.Do(ctx, "ACL", "LOG").Slice(); err != nil || len(log) != 0 {
 		t.Errorf("Redis denied the worker: %v %v", log, err)

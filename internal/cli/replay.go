@@ -10,7 +10,7 @@ import (
 
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/replay"
+	"github.com/flakestream/flakestream/replay"
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 )

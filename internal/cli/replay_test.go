@@ -7,15 +7,15 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
-	"github.com/flakestream/flakestream/internal/e2e"
 	"github.com/flakestream/flakestream/internal/orders"
-	"github.com/flakestream/flakestream/internal/testenv"
-	"github.com/flakestream/flakestream/internal/verify"
+	"github.com/flakestream/flakestream/test/accounting"
+	"github.com/flakestream/flakestream/test/harness"
+	"github.com/flakestream/flakestream/test/testenv"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // replayCLIArgs are a replay of e's input into e's output and DLQ.
-func replayCLIArgs(e *e2e.Env, extra ...string) []string {
+func replayCLIArgs(e *harness.Env, extra ...string) []string {
 	return append([]string{"replay", "--brokers", strings.Join(e.Kafka.Addrs, ","), "--redis", e.Redis.URL,
 		"--redis-prefix", e.Input, "--input-topic", e.Input, "--output-topic", e.Output, "--dlq-topic", e.DLQ,
 		"--server-id", "1", "--worker-id", "1", "--txn-timeout", "5s", "--log-level", "warn"}, extra...)
@@ -37,7 +37,7 @@ func outputOffsets(t *testing.T, adm *kadm.Client, topic string) int64 {
 // dry run says so and produces nothing, and the replay numbers exactly the
 // records of the range. --all-partitions would cover the others too.
 func TestReplayNamedPartitionsOnly(t *testing.T) {
-	e := e2e.NewEnv(t, testenv.Kafka(t), testenv.RedisServer(t), 4)
+	e := harness.NewEnv(t, testenv.Kafka(t), testenv.RedisServer(t), 4)
 	e.Produce(t, 4000, orders.Mix{})
 	adm := e.Kafka.Admin(t)
 	ends, err := adm.ListEndOffsets(context.Background(), e.Input)
@@ -72,7 +72,7 @@ func TestReplayNamedPartitionsOnly(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	recs, err := verify.ReadCommitted(ctx, e.Kafka.Addrs, e.Output, e.DLQ)
+	recs, err := accounting.ReadCommitted(ctx, e.Kafka.Addrs, e.Output, e.DLQ)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestReplayNamedPartitionsOnly(t *testing.T) {
 		t.Fatalf("replayed %d records, want the 500 of partition 0's [100, 600)", len(recs))
 	}
 	for _, r := range recs {
-		src, _ := verify.Header(r, codec.HeaderSource)
+		src, _ := accounting.Header(r, codec.HeaderSource)
 		if _, p, o, err := codec.ParseSource(src); err != nil || p != 0 || o < 100 || o >= 600 {
 			t.Fatalf("record from %q, outside partition 0's [100, 600)", src)
 		}
@@ -96,11 +96,11 @@ func TestReplayNamedPartitionsOnly(t *testing.T) {
 // A replay stopped by a signal exits 130 and says how to resume, wherever
 // it was stopped: here while it waits for an output topic to be created.
 func TestReplayInterruptedExits130(t *testing.T) {
-	e := e2e.NewEnv(t, testenv.Kafka(t), testenv.RedisServer(t), 2)
+	e := harness.NewEnv(t, testenv.Kafka(t), testenv.RedisServer(t), 2)
 	e.Produce(t, 100, orders.Mix{})
 	args := replayCLIArgs(e, "--output-topic", e.Input+".not-yet", "--topic-wait", "10m", "--log-level", "info")
 	b := startApp(t, args...)
-	if !verify.WaitFor(60*time.Second, func() bool { return strings.Contains(b.stderr.String(), "not-yet") }) {
+	if !accounting.WaitFor(60*time.Second, func() bool { return strings.Contains(b.stderr.String(), "not-yet") }) {
 		t.Fatalf("the replay never waited for its output topic:\n%s", b.stderr.String())
 	}
 	code, err := b.stop(30 * time.Second)

@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flakestream/flakestream/internal/e2e"
 	"github.com/flakestream/flakestream/internal/orders"
-	"github.com/flakestream/flakestream/internal/testenv"
+	"github.com/flakestream/flakestream/test/harness"
+	"github.com/flakestream/flakestream/test/testenv"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -117,7 +117,7 @@ func TestRunOverTLSWithSASL(t *testing.T) {
 			for got < len(recs) {
 				fs := cons.PollFetches(ctx)
 				if ctx.Err() != nil {
-					t.Fatalf("read %d of %d numbered orders over TLS with %s; worker log:\n%s", got, len(recs), mech, e2e.Tail(w.stderr.String(), 2000))
+					t.Fatalf("read %d of %d numbered orders over TLS with %s; worker log:\n%s", got, len(recs), mech, harness.Tail(w.stderr.String(), 2000))
 				}
 				fs.EachRecord(func(r *kgo.Record) {
 					if len(r.Headers) == 0 || r.Headers[len(r.Headers)-2].Key != "flakestream-number" {
@@ -127,7 +127,7 @@ func TestRunOverTLSWithSASL(t *testing.T) {
 				})
 			}
 			if code, err := w.stop(20 * time.Second); err != nil || code != 0 {
-				t.Fatalf("exit %d, %v, after the end of its context:\n%s", code, err, e2e.Tail(w.stderr.String(), 2000))
+				t.Fatalf("exit %d, %v, after the end of its context:\n%s", code, err, harness.Tail(w.stderr.String(), 2000))
 			}
 
 		})

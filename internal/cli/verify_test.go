@@ -10,7 +10,7 @@ import (
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/internal/orders"
-	"github.com/flakestream/flakestream/internal/testenv"
+	"github.com/flakestream/flakestream/test/testenv"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 

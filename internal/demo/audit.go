@@ -6,10 +6,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/flakestream/flakestream/audit"
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/internal/verify"
-	"github.com/flakestream/flakestream/pipeline/audit"
 	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/flakestream/flakestream/test/accounting"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -58,7 +58,7 @@ func (d *auditor) finish(ctx context.Context, brokers []string, want int) error 
 		return err
 	}
 	d.sum.anomalies = d.a.Stats().Anomalies
-	recs, err := verify.ReadCommitted(ctx, brokers, auditTopic)
+	recs, err := accounting.ReadCommitted(ctx, brokers, auditTopic)
 	if err != nil {
 		return err
 	}

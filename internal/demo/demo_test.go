@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flakestream/flakestream/audit"
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/internal/verify"
-	"github.com/flakestream/flakestream/pipeline/audit"
+	"github.com/flakestream/flakestream/test/accounting"
 )
 
 // Duplicates is the output records beyond one per distinct number, for
@@ -17,14 +17,14 @@ import (
 func TestSummaryDuplicates(t *testing.T) {
 	for _, c := range []struct {
 		name    string
-		rep     verify.Report
+		rep     accounting.Report
 		outputs int
 		want    int
 	}{
-		{"clean", verify.Report{In: 10, Numbered: 8, Passthrough: 2, Unique: 10}, 10, 0},
-		{"check: a copy counted in Numbered", verify.Report{In: 10, Numbered: 9, Passthrough: 2, Duplicated: 1, Unique: 10}, 11, 1},
-		{"stream: a copy counted in Duplicated", verify.Report{In: 10, Numbered: 8, Passthrough: 2, Duplicated: 1, Unique: 10}, 11, 1},
-		{"a number issued twice", verify.Report{In: 10, Numbered: 8, Passthrough: 2, Unique: 9, Reissued: 1}, 10, 1},
+		{"clean", accounting.Report{In: 10, Numbered: 8, Passthrough: 2, Unique: 10}, 10, 0},
+		{"check: a copy counted in Numbered", accounting.Report{In: 10, Numbered: 9, Passthrough: 2, Duplicated: 1, Unique: 10}, 11, 1},
+		{"stream: a copy counted in Duplicated", accounting.Report{In: 10, Numbered: 8, Passthrough: 2, Duplicated: 1, Unique: 10}, 11, 1},
+		{"a number issued twice", accounting.Report{In: 10, Numbered: 8, Passthrough: 2, Unique: 9, Reissued: 1}, 10, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newSummary(c.rep, c.outputs, c.rep.In, time.Second, idgen.DefaultLayout(), nil, nil, auditSummary{})

@@ -10,9 +10,9 @@ import (
 	"github.com/flakestream/flakestream/codec/schema"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/orders"
-	"github.com/flakestream/flakestream/internal/verify"
 	"github.com/flakestream/flakestream/pipeline"
 	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/flakestream/flakestream/test/accounting"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -68,21 +68,21 @@ func Run(ctx context.Context, n int, parts int32, log *slog.Logger, format Forma
 		return nil, err
 	}
 
-	out, err := verify.ReadCommitted(ctx, brokers, outputTopic)
+	out, err := accounting.ReadCommitted(ctx, brokers, outputTopic)
 	if err != nil {
 		return nil, err
 	}
-	dl, err := verify.ReadCommitted(ctx, brokers, dlqTopic)
+	dl, err := accounting.ReadCommitted(ctx, brokers, dlqTopic)
 	if err != nil {
 		return nil, err
 	}
-	rep := verify.CheckFormat(ctx, vf, inputs, out, dl)
+	rep := accounting.CheckFormat(ctx, vf, inputs, out, dl)
 	if err := aud.finish(ctx, brokers, len(out)); err != nil {
 		return nil, err
 	}
 	dlq := map[string]int{}
 	for _, d := range dl {
-		class, _ := verify.Header(d, codec.HeaderErrorClass)
+		class, _ := accounting.Header(d, codec.HeaderErrorClass)
 		dlq[class]++
 	}
 	var samples []*kgo.Record

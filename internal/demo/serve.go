@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/internal/verify"
 	"github.com/flakestream/flakestream/pipeline"
+	"github.com/flakestream/flakestream/test/accounting"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -89,7 +89,7 @@ type serveStack struct {
 	wreg    *prometheus.Registry
 	w       *pipeline.Worker
 	layout  idgen.Layout
-	stream  *verify.Stream
+	stream  *accounting.Stream
 	fol     *serveFollower
 	prod    *serveProducer
 	// closers are run last to first by close.
@@ -126,7 +126,7 @@ func newServeStack(cfg ServeConfig) (_ *serveStack, err error) {
 	pipeline.RegisterGenerator(st.wreg, gen)
 	st.layout = gen.Layout()
 
-	st.stream = verify.NewStream(cd, st.layout, verify.DefaultNumberWindow)
+	st.stream = accounting.NewStream(cd, st.layout, accounting.DefaultNumberWindow)
 	if st.fol, err = newServeFollower(st.brokers, st.stream, outputTopic, dlqTopic, auditTopic); err != nil {
 		return nil, err
 	}
@@ -260,7 +260,7 @@ type serveParts struct {
 	prod         *serveProducer
 	pdone        chan error
 	stopProducer context.CancelFunc
-	stream       *verify.Stream
+	stream       *accounting.Stream
 	layout       idgen.Layout
 	start        time.Time
 }
@@ -309,7 +309,7 @@ func drainServe(ctx context.Context, p serveParts) (*Summary, error) {
 	_, most := p.stream.Held()
 	a := auditSummary{topic: auditTopic, audited: int(audited), anomalies: p.aud.a.Stats().Anomalies, samples: p.fol.auditSamples()}
 	sum := newSummary(rep, int(want), int(n), took, p.layout, p.fol.deadLetters(), p.fol.outputSamples(), a)
-	sum.Held, sum.Window = most, verify.DefaultNumberWindow
+	sum.Held, sum.Window = most, accounting.DefaultNumberWindow
 	return sum, nil
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/orders"
-	"github.com/flakestream/flakestream/internal/verify"
+	"github.com/flakestream/flakestream/test/accounting"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -25,7 +25,7 @@ type serveProducer struct {
 	parts    int32
 	rate     int
 	upstream *idgen.Generator // server 2: the numbers of orders numbered upstream
-	stream   *verify.Stream
+	stream   *accounting.Stream
 	produced atomic.Int64
 }
 
@@ -33,7 +33,7 @@ type serveProducer struct {
 // another issuer (server 2), and passes through unchanged.
 const passthroughEvery = 100
 
-func newServeProducer(brokers []string, topic string, parts int32, rate int, stream *verify.Stream) (*serveProducer, error) {
+func newServeProducer(brokers []string, topic string, parts int32, rate int, stream *accounting.Stream) (*serveProducer, error) {
 	up, err := idgen.New(idgen.Settings{ServerID: 2, WorkerID: 1, Sequencer: idgen.NewMemorySequencer(nil)})
 	if err != nil {
 		return nil, err
@@ -119,7 +119,7 @@ func (p *serveProducer) order(ctx context.Context, i int, mix orders.Mix, now ti
 // partition.
 type serveFollower struct {
 	cl                 *kgo.Client
-	stream             *verify.Stream
+	stream             *accounting.Stream
 	output, dlq, audit string
 	outputs, audited   atomic.Int64
 
@@ -130,9 +130,9 @@ type serveFollower struct {
 	audSamp []string
 }
 
-func newServeFollower(brokers []string, stream *verify.Stream, output, dlq, audit string) (*serveFollower, error) {
+func newServeFollower(brokers []string, stream *accounting.Stream, output, dlq, audit string) (*serveFollower, error) {
 	// Control records are kept so that the position passes the markers
-	// that end a partition (see verify.ReadCommitted).
+	// that end a partition (see accounting.ReadCommitted).
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(output, dlq, audit),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.KeepControlRecords())
@@ -176,7 +176,7 @@ func (f *serveFollower) take(r *kgo.Record) {
 		}
 	case f.dlq:
 		f.stream.DeadLetter(r)
-		class, _ := verify.Header(r, codec.HeaderErrorClass)
+		class, _ := accounting.Header(r, codec.HeaderErrorClass)
 		f.byClass[class]++
 	case f.audit:
 		f.audited.Add(1)

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/internal/verify"
+	"github.com/flakestream/flakestream/test/accounting"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -29,7 +29,7 @@ type Summary struct {
 	Counts
 	// Report is the accounting of every order against the output and the
 	// dead letters.
-	Report verify.Report
+	Report accounting.Report
 	// Took is how long the worker took to number the orders (Run), or how
 	// long the order stream ran (Serve).
 	Took time.Duration
@@ -46,7 +46,7 @@ type Summary struct {
 
 	// Serve only: the most the accounting held at once, its uniqueness
 	// window, and what the trimmer deleted from the embedded Kafka.
-	Held         verify.Held
+	Held         accounting.Held
 	Window       time.Duration
 	Deleted      int64
 	TrimFailures int
@@ -64,7 +64,7 @@ type auditSummary struct {
 // newSummary is the summary of a demo from its accounting (rep), the
 // number of output records read back, the n orders it numbered in took,
 // and its audit.
-func newSummary(rep verify.Report, outputs, n int, took time.Duration, l idgen.Layout, dlq map[string]int, samples []*kgo.Record, a auditSummary) *Summary {
+func newSummary(rep accounting.Report, outputs, n int, took time.Duration, l idgen.Layout, dlq map[string]int, samples []*kgo.Record, a auditSummary) *Summary {
 	return &Summary{
 		Counts: Counts{
 			In: rep.In, Numbered: rep.Numbered, Passthrough: rep.Passthrough, DLQ: rep.DLQ,

@@ -1,6 +1,6 @@
 // Package loop holds the settings of the exactly-once consume-produce loop
-// that the worker (package pipeline), the auditor (pipeline/audit) and
-// replays (pipeline/replay) all run: one Settings type, its defaults and
+// that the worker (package pipeline), the auditor (audit) and
+// replays (replay) all run: one Settings type, its defaults and
 // its errors, shared by every product instead of an option per field in
 // each.
 //
