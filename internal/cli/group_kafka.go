@@ -22,6 +22,7 @@ const (
 	flagKafkaTLSCA      = "kafka-tls-ca"
 	flagKafkaTLSCert    = "kafka-tls-cert"
 	flagKafkaTLSKey     = "kafka-tls-key"
+	flagKafkaTLSServer  = "kafka-tls-server-name"
 	flagSASLMechanism   = "sasl-mechanism"
 	flagSASLUser        = "sasl-user"
 	flagSASLPassword    = "sasl-password"
@@ -44,6 +45,7 @@ func (k *kafkaConfig) flags() []cli.Flag {
 		"PEM `FILE` of CAs to trust for Kafka TLS (default: the system pool)",
 		"PEM `FILE` of a client certificate for Kafka mTLS",
 		"PEM `FILE` of the client certificate's key"), []cli.Flag{
+		k.tlsFiles.serverNameFlag(flagKafkaTLSServer, "name every broker's certificate must carry, when it is not the host dialled (default: each broker's host, from --brokers and the metadata)"),
 		stringFlag(flagSASLMechanism, &k.saslMechanism, "", "Kafka SASL mechanism: plain, scram-sha-256 or scram-sha-512 (default: none)"),
 		stringFlag(flagSASLUser, &k.user, "", "SASL user name"),
 		stringFlag(flagSASLPassword, &k.pass, "", "SASL password (prefer FLAKESTREAM_SASL_PASSWORD to a flag)"),

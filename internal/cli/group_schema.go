@@ -22,6 +22,7 @@ const (
 	flagSchemaRegistryTLSCA    = "schema-registry-tls-ca"
 	flagSchemaRegistryTLSCert  = "schema-registry-tls-cert"
 	flagSchemaRegistryTLSKey   = "schema-registry-tls-key"
+	flagSchemaRegistryTLSName  = "schema-registry-tls-server-name"
 	flagSubjectNameStrategy    = "subject-name-strategy"
 )
 
@@ -42,6 +43,7 @@ func (sc *schemaConfig) flags() []cli.Flag {
 		"PEM `FILE` of CAs to trust for an https schema registry (default: the system pool)",
 		"PEM `FILE` of a client certificate for schema registry mTLS",
 		"PEM `FILE` of the schema registry client certificate's key"), []cli.Flag{
+		sc.tlsFiles.serverNameFlag(flagSchemaRegistryTLSName, "name an https schema registry's certificate must carry, when it is not the host in --schema-registry"),
 		stringFlag(flagSubjectNameStrategy, &sc.strategy, schema.TopicName.String(), "subject the output schema is registered under: topic (<output topic>-value), record (the record's full name) or topic-record (<output topic>-<full name>)"),
 	})
 }
