@@ -48,6 +48,14 @@ const DefaultField = "order_no"
 // default Kafka max.message.bytes.
 const DefaultMaxBytes = 1 << 20
 
+// DefaultMaxDepth is the nesting limit when Config.MaxDepth is 0: deeper
+// than any order event, and shallow enough for every decoder downstream
+// (Protobuf's own limit is 100, encoding/json's 10,000).
+const DefaultMaxDepth = 64
+
+// DefaultMaxElements is the element limit when Config.MaxElements is 0.
+const DefaultMaxElements = 100_000
+
 // Config configures a [Codec]. A zero field means its default.
 type Config struct {
 	// Field is the top-level key that holds the number. Default
@@ -67,6 +75,19 @@ type Config struct {
 	// leave that much room below the output topic's max.message.bytes.
 	MaxBytes int
 
+	// MaxDepth is the deepest nesting of arrays and objects Inspect reads
+	// (the top-level object is level 1); deeper values are ClassTooDeep.
+	// Default DefaultMaxDepth (64), at most 10,000 (encoding/json's).
+	// Negative is an error.
+	MaxDepth int
+
+	// MaxElements is the most values a value may hold, counted at every
+	// level (array items and member values alike); more is
+	// ClassTooManyElements. It bounds what a decoder downstream builds from
+	// one record, whatever its byte size. Default DefaultMaxElements
+	// (100,000). Negative is an error.
+	MaxElements int
+
 	// Valid, if set, vets a number an event already carries (for example,
 	// that it decodes under the configured layout). An error makes the
 	// event ClassInvalidNumber, with the error as InputError.Err. Default:
@@ -81,6 +102,8 @@ type Codec struct {
 	field    string
 	format   NumberFormat
 	maxBytes int
+	maxDepth int
+	maxElems int
 	valid    func(int64) error
 	// member is `,"<field>":` with the field JSON-escaped, computed once so
 	// the hot path only copies it; member[1:] is used for an empty object.
@@ -106,12 +129,26 @@ func New(cfg Config) (*Codec, error) {
 	case cfg.MaxBytes == 0:
 		cfg.MaxBytes = DefaultMaxBytes
 	}
+	switch {
+	case cfg.MaxDepth < 0 || cfg.MaxDepth > maxDepth:
+		return nil, fmt.Errorf("codec: max depth %d: want 1..%d (0 for the default %d): %w", cfg.MaxDepth, maxDepth, DefaultMaxDepth, ErrInvalidConfig)
+	case cfg.MaxDepth == 0:
+		cfg.MaxDepth = DefaultMaxDepth
+	}
+	switch {
+	case cfg.MaxElements < 0:
+		return nil, fmt.Errorf("codec: max elements %d is negative: %w", cfg.MaxElements, ErrInvalidConfig)
+	case cfg.MaxElements == 0:
+		cfg.MaxElements = DefaultMaxElements
+	}
 	member := append([]byte{','}, appendJSONString(nil, cfg.Field)...)
 	member = append(member, ':')
 	return &Codec{
 		field:    cfg.Field,
 		format:   cfg.Format,
 		maxBytes: cfg.MaxBytes,
+		maxDepth: cfg.MaxDepth,
+		maxElems: cfg.MaxElements,
 		valid:    cfg.Valid,
 		member:   member,
 	}, nil
@@ -125,3 +162,9 @@ func (c *Codec) Format() NumberFormat { return c.format }
 
 // MaxBytes returns the size limit.
 func (c *Codec) MaxBytes() int { return c.maxBytes }
+
+// MaxDepth returns the nesting limit.
+func (c *Codec) MaxDepth() int { return c.maxDepth }
+
+// MaxElements returns the element limit.
+func (c *Codec) MaxElements() int { return c.maxElems }

@@ -1,6 +1,9 @@
 package codec
 
-import "strconv"
+import (
+	"math"
+	"strconv"
+)
 
 // Field returns the value of the top-level field name in the JSON object
 // value, for use as an idempotency key or to read a number back: a string's
@@ -18,7 +21,7 @@ import "strconv"
 // it cannot use is as good as missing). Field has no size limit; check the
 // length first if value is untrusted and may be large.
 func Field(value []byte, name string) (raw []byte, ok bool, err error) {
-	s := scanner{data: value, field: name}
+	s := scanner{data: value, field: name, maxDepth: maxDepth, maxElems: math.MaxInt}
 	if !s.scan() {
 		return nil, false, &InputError{Class: s.class, Offset: s.errAt, Msg: s.msg}
 	}

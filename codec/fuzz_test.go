@@ -22,7 +22,10 @@ var fuzzSeeds = []string{
 // FuzzInspect checks Inspect and Field against encoding/json on arbitrary
 // bytes. Invariants:
 //   - neither panics, and neither modifies its input;
-//   - the class agrees with the standard library (see oracle): too_large iff
+//   - with limits on depth and elements (see checkInspect), a value over one
+//     is too_deep or too_many_elements, the first one reached in reading
+//     order, counted independently with encoding/json's tokenizer;
+//   - otherwise the class agrees with the standard library (see oracle): too_large iff
 //     over MaxBytes, else invalid_utf8 iff !utf8.Valid, else not_json iff
 //     !json.Valid, else not_object iff the top level is not an object, else
 //     the top-level members encoding/json decodes decide duplicate_field,
@@ -37,9 +40,10 @@ func FuzzInspect(f *testing.F) {
 	}
 	big := mustNew(f, Config{})
 	small := mustNew(f, Config{MaxBytes: 64, Format: FormatNumber})
+	tight := mustNew(f, Config{MaxDepth: 3, MaxElements: 8})
 	f.Fuzz(func(t *testing.T, value []byte) {
 		orig := bytes.Clone(value)
-		for _, c := range []*Codec{big, small} {
+		for _, c := range []*Codec{big, small, tight} {
 			in := checkInspect(t, c, value)
 			if !bytes.Equal(value, orig) {
 				t.Fatalf("Inspect modified its input: %q -> %q", orig, value)

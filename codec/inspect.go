@@ -131,7 +131,7 @@ func (c *Codec) Inspect(value []byte) Inspection {
 		return Inspection{class: ClassTooLarge, at: c.maxBytes,
 			msg: "value is larger than the configured limit (MaxBytes); it was not scanned"}
 	}
-	s := scanner{data: value, field: c.field}
+	s := scanner{data: value, field: c.field, maxDepth: c.maxDepth, maxElems: c.maxElems}
 	if !s.scan() {
 		return Inspection{class: s.class, at: s.errAt, msg: s.msg}
 	}

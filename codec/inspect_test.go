@@ -240,10 +240,53 @@ func TestInspectTooLarge(t *testing.T) {
 	}
 }
 
-// TestInspectDepth checks that the nesting limit is encoding/json's, so
-// nothing Inspect accepts is refused by a Go consumer.
+// TestInspectDepth checks the nesting limit at its default and at its
+// highest, encoding/json's: a value nested one level too deep is too_deep,
+// however it continues.
 func TestInspectDepth(t *testing.T) {
-	c := mustNew(t, Config{})
+	for _, c := range []*Codec{mustNew(t, Config{}), mustNew(t, Config{MaxDepth: maxDepth})} {
+		testDepth(t, c, c.MaxDepth())
+	}
+	deep := []byte(strings.Repeat(`{"a":`, 10000) + "1" + strings.Repeat("}", 10000))
+	if in := mustNew(t, Config{}).Inspect(deep); in.Class() != ClassTooDeep || !errors.Is(in.Err(), ErrTooDeep) {
+		t.Errorf("10,000 levels: %v", in.Err())
+	}
+}
+
+// Elements are counted at every level; the top-level value is not one.
+func TestInspectElements(t *testing.T) {
+	c := mustNew(t, Config{MaxElements: 5})
+	for _, tc := range []struct {
+		value string
+		want  Class
+	}{
+		{`{"a":1,"b":2,"c":3,"d":4,"e":5}`, ""},
+		{`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6}`, ClassTooManyElements},
+		{`{"a":[1,2,3],"b":4}`, ""},
+		{`{"a":[1,2,3],"b":{"c":4}}`, ClassTooManyElements},
+		{`{"a":[[[[]]]]}`, ""},
+		{`{"a":[[[[[[]]]]]]}`, ClassTooManyElements},
+		{`{"a":[null,null,null,null,null,null] x`, ClassTooManyElements},
+		{`[1,2,3,4,5,6]`, ClassTooManyElements},
+		{`[1,2,3,4,5]`, ClassNotObject},
+	} {
+		in := checkInspect(t, c, []byte(tc.value))
+		if in.Class() != tc.want {
+			t.Errorf("%s: class %q (%v), want %q", tc.value, in.Class(), in.Err(), tc.want)
+		}
+	}
+	if _, err := New(Config{MaxElements: -1}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("MaxElements -1: %v", err)
+	}
+	for _, d := range []int{-1, maxDepth + 1} {
+		if _, err := New(Config{MaxDepth: d}); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("MaxDepth %d: %v", d, err)
+		}
+	}
+}
+
+func testDepth(t *testing.T, c *Codec, maxDepth int) {
+	t.Helper()
 	for _, depth := range []int{maxDepth - 1, maxDepth, maxDepth + 1} {
 		inner := depth - 1 // the top-level object is one level
 		value := `{"a":` + strings.Repeat("[", inner) + strings.Repeat("]", inner) + `}`

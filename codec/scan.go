@@ -1,10 +1,13 @@
 package codec
 
-import "unicode/utf8"
+import (
+	"strconv"
+	"unicode/utf8"
+)
 
-// maxDepth is encoding/json's nesting limit. RFC 8259 lets a parser limit
-// depth; using the same one means every value Inspect accepts can be decoded
-// by the Go consumers downstream, and no more than that.
+// maxDepth is encoding/json's nesting limit, the most a scanner ever
+// allows (Field's limit). RFC 8259 lets a parser limit depth; Inspect's
+// limit is Config.MaxDepth, lower by default.
 const maxDepth = 10000
 
 // scanner validates one value as RFC 8259 JSON in valid UTF-8 and, at the
@@ -18,6 +21,12 @@ type scanner struct {
 	pos   int
 	depth int
 	field string
+
+	// The limits on the work of one value: nesting depth (the top-level
+	// object is level 1) and elements (every value below the top level,
+	// array items and member values alike).
+	maxDepth, maxElems int
+	elems              int
 
 	members          int  // top-level members seen
 	insertAt         int  // end of the last member's value, or just after '{' if none
@@ -36,7 +45,10 @@ type scanner struct {
 // checked (strings rune by rune, everything else is ASCII), so only the rest
 // needs a look, and then only on this bad path. That keeps a value's class
 // independent of where the scanner happened to stop.
-func (s *scanner) fail(at int, msg string) bool {
+func (s *scanner) fail(at int, msg string) bool { return s.failAs(ClassNotJSON, at, msg) }
+
+// failAs is fail for a problem of class, such as a limit reached at byte at.
+func (s *scanner) failAs(class Class, at int, msg string) bool {
 	rest := s.data[at:]
 	if !utf8.Valid(rest) {
 		for i := 0; i < len(rest); {
@@ -50,8 +62,20 @@ func (s *scanner) fail(at int, msg string) bool {
 		s.class, s.errAt, s.msg = ClassInvalidUTF8, at, "invalid utf-8 sequence"
 		return false
 	}
-	s.class, s.errAt, s.msg = ClassNotJSON, at, msg
+	s.class, s.errAt, s.msg = class, at, msg
 	return false
+}
+
+// count counts the value at s.pos as an element (unless it is the
+// top-level value); false when it is one too many.
+func (s *scanner) count() bool {
+	if s.depth == 0 {
+		return true
+	}
+	if s.elems++; s.elems > s.maxElems {
+		return s.failAs(ClassTooManyElements, s.pos, "more than "+strconv.Itoa(s.maxElems)+" elements (values at every level); the limit is Config.MaxElements")
+	}
+	return true
 }
 
 func (s *scanner) skipWS() {
@@ -129,6 +153,9 @@ func (s *scanner) topObject() bool {
 		s.skipWS()
 		valStart := s.pos
 		if s.pos < len(data) && data[s.pos] == '"' {
+			if !s.count() {
+				return false
+			}
 			esc, ok = s.str()
 		} else {
 			esc, ok = false, s.value()
@@ -167,6 +194,9 @@ func (s *scanner) value() bool {
 	data := s.data
 	if s.pos >= len(data) {
 		return s.fail(s.pos, "unexpected end of input, want a value")
+	}
+	if !s.count() {
+		return false
 	}
 	switch c := data[s.pos]; c {
 	case '{':
@@ -290,8 +320,8 @@ func (s *scanner) str() (escaped, ok bool) {
 // it counts the nesting depth and reports whether the container is empty
 // (closed at once), in which case it is consumed whole.
 func (s *scanner) enter(closer byte) (empty, ok bool) {
-	if s.depth++; s.depth > maxDepth {
-		return false, s.fail(s.pos, "nested deeper than 10000 levels")
+	if s.depth++; s.depth > s.maxDepth {
+		return false, s.failAs(ClassTooDeep, s.pos, "nested deeper than "+strconv.Itoa(s.maxDepth)+" levels; the limit is Config.MaxDepth")
 	}
 	s.pos++
 	s.skipWS()

@@ -35,6 +35,9 @@ type recordPlan struct {
 	nullBranch, strBranch, lngBranch int
 	// appendString: an added field is a string (else a long).
 	appendString bool
+	// lim is the budget of one walk of a value (Settings.MaxDepth and
+	// MaxElements), copied for each.
+	lim budget
 }
 
 // newAvroPlan parses the writer schema (and its references) and derives
@@ -153,7 +156,7 @@ func deref(s avro.Schema) avro.Schema {
 // a number.
 func newRecordPlan(rec *avro.RecordSchema, s *Settings) (*recordPlan, string) {
 	p := &recordPlan{rec: rec, field: -1, nullBranch: -1, strBranch: -1, lngBranch: -1,
-		appendString: s.NumberFormat == codec.FormatString}
+		appendString: s.NumberFormat == codec.FormatString, lim: newBudget(s)}
 	for i, f := range rec.Fields() {
 		if f.Name() == s.Field {
 			p.field = i
@@ -274,10 +277,9 @@ func addField(text, name string, asString bool) (string, error) {
 // inspect checks payload (the record's encoding, at offset base of the
 // value) against the writer schema and says whether it needs a number.
 func (p *recordPlan) inspect(payload []byte, base int, s *Settings) (codec.Kind, int64, *codec.InputError) {
-	start, end, at, err := walkRecord(payload, p.rec, p.field)
+	start, end, at, err := walkRecord(payload, p.rec, p.field, p.lim)
 	if err != nil {
-		return codec.Bad, 0, &codec.InputError{Class: codec.ClassUndecodable, Offset: base + at,
-			Msg: "payload does not decode with its writer schema", Err: err}
+		return codec.Bad, 0, walkError(err, base+at, "with its writer schema")
 	}
 	if p.field < 0 {
 		return codec.NeedsNumber, 0, nil
@@ -368,10 +370,9 @@ func (p *recordPlan) fieldValue(payload []byte, base int, name string) ([]byte, 
 	if idx < 0 {
 		return nil, false, nil
 	}
-	start, end, at, err := walkRecord(payload, p.rec, idx)
+	start, end, at, err := walkRecord(payload, p.rec, idx, p.lim)
 	if err != nil {
-		return nil, false, &codec.InputError{Class: codec.ClassUndecodable, Offset: base + at,
-			Msg: "payload does not decode with its writer schema", Err: err}
+		return nil, false, walkError(err, base+at, "with its writer schema")
 	}
 	return keyBytes(payload[start:end], p.rec.Fields()[idx].Type(), name)
 }

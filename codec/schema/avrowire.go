@@ -19,16 +19,12 @@ var (
 	errLength    = errors.New("negative or oversized length")
 	errUnion     = errors.New("union branch index out of range")
 	errEnum      = errors.New("enum index out of range")
-	errDepth     = errors.New("values nest deeper than 64")
 	errTrailing  = errors.New("bytes left after the record")
 	errUnsupport = errors.New("schema type not supported")
 	errInt       = errors.New("int is wider than 32 bits")
 )
 
 var stringSchema = avro.NewPrimitiveSchema(avro.String, nil)
-
-// maxAvroDepth bounds nesting, which recursive schemas let the data choose.
-const maxAvroDepth = 64
 
 // readLong reads a long at b[i:]: Avro's zig-zag varint, which is
 // encoding/binary's Varint.
@@ -55,36 +51,50 @@ func readLen(b []byte, i int) (int, int, error) {
 	return int(n), j, nil
 }
 
-// skip returns the offset just past the value of schema s at b[i:].
-func skip(b []byte, i int, s avro.Schema, depth int) (int, error) {
-	if depth > maxAvroDepth {
-		return i, errDepth
-	}
-	switch s := s.(type) {
+// skip returns the offset just past the value of schema s at b[i:], a
+// value inside a container at level: it counts as one element, and a
+// record, array or map opens level+1. A union and a named reference are
+// the value they choose, not a level or an element of their own.
+func skip(b []byte, i int, s avro.Schema, level int, lim *budget) (int, error) {
+	switch t := s.(type) {
 	case *avro.RefSchema:
-		return skip(b, i, s.Schema(), depth+1)
-	case *avro.RecordSchema:
-		var err error
-		for _, f := range s.Fields() {
-			if i, err = skip(b, i, f.Type(), depth+1); err != nil {
-				return i, err
-			}
-		}
-		return i, nil
+		return skip(b, i, t.Schema(), level, lim)
 	case *avro.UnionSchema:
 		k, j, err := readLong(b, i)
 		if err != nil {
 			return i, err
 		}
-		types := s.Types()
+		types := t.Types()
 		if k < 0 || k >= int64(len(types)) {
 			return i, errUnion
 		}
-		return skip(b, j, types[k], depth+1)
+		return skip(b, j, types[k], level, lim)
+	}
+	if err := lim.take(1); err != nil {
+		return i, err
+	}
+	switch s := s.(type) {
+	case *avro.RecordSchema:
+		if err := lim.open(level + 1); err != nil {
+			return i, err
+		}
+		var err error
+		for _, f := range s.Fields() {
+			if i, err = skip(b, i, f.Type(), level+1, lim); err != nil {
+				return i, err
+			}
+		}
+		return i, nil
 	case *avro.ArraySchema:
-		return skipBlocks(b, i, s.Items(), nil, depth)
+		if err := lim.open(level + 1); err != nil {
+			return i, err
+		}
+		return skipBlocks(b, i, s.Items(), false, level+1, lim)
 	case *avro.MapSchema:
-		return skipBlocks(b, i, s.Values(), stringSchema, depth)
+		if err := lim.open(level + 1); err != nil {
+			return i, err
+		}
+		return skipBlocks(b, i, s.Values(), true, level+1, lim)
 	case *avro.EnumSchema:
 		k, j, err := readLong(b, i)
 		if err != nil {
@@ -151,10 +161,12 @@ func skipPrimitive(b []byte, i int, t avro.Type) (int, error) {
 	return i, errUnsupport
 }
 
-// skipBlocks skips an array's or map's blocks: a count, (for a negative
-// count, a byte size), the items, until a count of 0. keys is the map key
-// schema, nil for an array.
-func skipBlocks(b []byte, i int, items, keys avro.Schema, depth int) (int, error) {
+// skipBlocks skips an array's or map's blocks, the container at level:
+// a count, (for a negative count, a byte size), the items (for a map each
+// after its string key), until a count of 0. A block's count is taken from
+// the budget before any item is read, so a hostile count (an array of
+// null costs no byte per item) is refused at once, not walked.
+func skipBlocks(b []byte, i int, items avro.Schema, keyed bool, level int, lim *budget) (int, error) {
 	for {
 		n, j, err := readLong(b, i)
 		if err != nil {
@@ -165,27 +177,30 @@ func skipBlocks(b []byte, i int, items, keys avro.Schema, depth int) (int, error
 			return i, nil
 		}
 		if n < 0 {
-			n = -n
+			if n = -n; n < 0 { // the count was MinInt64
+				return i, errLength
+			}
 			if _, i, err = readLen(b, i); err != nil { // block size in bytes: walked anyway
 				return i, err
 			}
 		}
 		// Every item takes at least a byte unless its type is empty, so a
-		// count beyond the bytes left is corrupt; bounding it stops a huge
-		// count from spinning on zero-width items.
+		// count beyond the bytes left is corrupt.
 		if n > int64(len(b)-i) && !zeroWidth(items) {
 			return i, errLength
 		}
-		if n > 1<<20 {
-			return i, errLength
+		// Items are counted as they are read (skip takes one each); this
+		// refuses a count the budget cannot hold before reading any.
+		if n > int64(lim.left) {
+			return i, lim.take(n)
 		}
 		for range n {
-			if keys != nil {
-				if i, err = skip(b, i, keys, depth+1); err != nil {
+			if keyed {
+				if i, err = skipPrimitive(b, i, avro.String); err != nil {
 					return i, err
 				}
 			}
-			if i, err = skip(b, i, items, depth+1); err != nil {
+			if i, err = skip(b, i, items, level, lim); err != nil {
 				return i, err
 			}
 		}
@@ -204,13 +219,14 @@ func zeroWidth(s avro.Schema) bool {
 	return false
 }
 
-// walkRecord checks that b is exactly one encoding of rec and returns where
-// field want's encoding starts and ends (-1, -1 for want < 0).
-func walkRecord(b []byte, rec *avro.RecordSchema, want int) (start, end int, at int, err error) {
+// walkRecord checks that b is exactly one encoding of rec, the top-level
+// record (level 1), within the limits of lim, and returns where field
+// want's encoding starts and ends (-1, -1 for want < 0).
+func walkRecord(b []byte, rec *avro.RecordSchema, want int, lim budget) (start, end int, at int, err error) {
 	start, end = -1, -1
 	i := 0
 	for k, f := range rec.Fields() {
-		j, err := skip(b, i, f.Type(), 1)
+		j, err := skip(b, i, f.Type(), 1, &lim)
 		if err != nil {
 			return -1, -1, j, err
 		}

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"encoding/binary"
 	"fmt"
 	"testing"
 
@@ -131,3 +132,43 @@ func BenchmarkFormat(b *testing.B) {
 }
 
 func fmtSprintf(format string, a ...any) string { return fmt.Sprintf(format, a...) }
+
+// BenchmarkHostile is the cost bound of the work limits, per record: the
+// most expensive values the default limits let through (an Avro array of
+// 99,998 nulls beside two fields, a 64-level recursive record, a Protobuf
+// message 64 deep) and the hostile ones they refuse (a 401-byte array
+// declaring about 130 million nulls, 10,000 levels of recursion).
+func BenchmarkHostile(b *testing.B) {
+	r := newRegistry(b)
+	bomb := r.register(b, "bomb-value", sr.Schema{Schema: nullArray})
+	deep := r.register(b, "linked-value", sr.Schema{Schema: linked})
+	nodes := r.register(b, "nodes-value", sr.Schema{Schema: nestedProto, Type: sr.TypeProtobuf})
+	avroF := newFormat(b, r, codec.ValueAvro, nil)
+	protoF := newFormat(b, r, codec.ValueProtobuf, nil)
+	most := append(appendFrame(nil, bomb, nil), binary.AppendVarint(nil, codec.DefaultMaxElements-2)...)
+	for _, bc := range []struct {
+		name  string
+		f     *Format
+		value []byte
+		want  codec.Class
+	}{
+		{"avro-null-array-at-limit", avroF, append(most, 0, 0), ""},
+		{"avro-null-array-401B", avroF, append(appendFrame(nil, bomb, nil), nullBlocks(401-headerLen)...), codec.ClassTooManyElements},
+		{"avro-recursion-64", avroF, append(appendFrame(nil, deep, nil), linkedValue(codec.DefaultMaxDepth)...), ""},
+		{"avro-recursion-10000", avroF, append(appendFrame(nil, deep, nil), linkedValue(10000)...), codec.ClassTooDeep},
+		{"protobuf-nesting-64", protoF, append(appendFrame(nil, nodes, []int{0}), nodeValue(codec.DefaultMaxDepth)...), ""},
+		{"protobuf-nesting-10000", protoF, append(appendFrame(nil, nodes, []int{0}), nodeValue(10000)...), codec.ClassTooDeep},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			in, err := bc.f.Inspect(ctx, bc.value)
+			if err != nil || in.Class() != bc.want {
+				b.Fatalf("%v %q %v, want class %q", in.Kind, in.Class(), err, bc.want)
+			}
+			b.SetBytes(int64(len(bc.value)))
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _ = bc.f.Inspect(ctx, bc.value)
+			}
+		})
+	}
+}

@@ -157,7 +157,7 @@ func (f *Format) AppendNumbered(ctx context.Context, dst, value []byte, insp cod
 			dst = append(dst, payload...)
 			return rp.appendNumber(dst, id), nil
 		}
-		start, end, _, werr := walkRecord(payload[off:], rp.rec, rp.field)
+		start, end, _, werr := walkRecord(payload[off:], rp.rec, rp.field, rp.lim)
 		if werr != nil {
 			return dst, fmt.Errorf("%w: %v", errNotInspected, werr)
 		}

@@ -50,12 +50,14 @@ func FuzzWireHeader(f *testing.F) {
 	})
 }
 
-// FuzzAvro numbers arbitrary payloads under three writer schemas: a record
-// without the number field (append), one with it (replace), and a union of
-// null and two records (one of each). Invariants:
+// FuzzAvro numbers arbitrary payloads under five writer schemas: a record
+// without the number field (append), one with it (replace), a union of
+// null and two records (one of each), and two hostile ones, an array of
+// null and a recursive record. Invariants:
 //   - Inspect never panics and never errors (the registry is up);
-//   - a bad payload is ClassUndecodable or ClassInvalidNumber (or, for the
-//     union's null, ClassNoNumberField);
+//   - a bad payload is ClassUndecodable, ClassInvalidNumber, ClassTooDeep or
+//     ClassTooManyElements (or, for the union's null, ClassNoNumberField);
+//   - with tighter limits, Inspect says the same or reaches a limit;
 //   - the numbered value is at most 48 bytes longer;
 //   - a payload Inspect accepts also decodes with hamba/avro;
 //   - a numbered value decodes with the output schema its header names,
@@ -66,7 +68,10 @@ func FuzzAvro(f *testing.F) {
 	absent := r.register(f, "a-value", sr.Schema{Schema: orderV1})
 	present := r.register(f, "b-value", sr.Schema{Schema: orderWithNo})
 	union := r.register(f, "c-value", sr.Schema{Schema: unionSchema})
+	bomb := r.register(f, "d-value", sr.Schema{Schema: nullArray})
+	deep := r.register(f, "e-value", sr.Schema{Schema: linked})
 	fm := newFormat(f, r, codec.ValueAvro, nil)
+	tight := newFormat(f, r, codec.ValueAvro, func(s *Settings) { s.MaxDepth, s.MaxElements = 3, 16 })
 	seed := func(text string, v any) {
 		b, err := avro.Marshal(parseAvro(f, text), v)
 		if err != nil {
@@ -79,7 +84,9 @@ func FuzzAvro(f *testing.F) {
 	seed(orderWithNo, map[string]any{"sku": "A", "order_no": "17", "qty": 1})
 	f.Add([]byte{2, 2, 'A'}, int64(1))
 	f.Add([]byte{4, 6, 0}, int64(1))
-	writers := map[int]string{absent: orderV1, present: orderWithNo, union: unionSchema}
+	f.Add(nullBlocks(40), int64(1))
+	f.Add(linkedValue(5), int64(1))
+	writers := map[int]string{absent: orderV1, present: orderWithNo, union: unionSchema, bomb: nullArray, deep: linked}
 	f.Fuzz(func(t *testing.T, payload []byte, id int64) {
 		if id < 0 {
 			id = -(id + 1)
@@ -90,8 +97,10 @@ func FuzzAvro(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			checkLimited(t, tight, value, insp)
 			if insp.Kind == codec.Bad {
 				if c := insp.Class(); c != codec.ClassUndecodable && c != codec.ClassInvalidNumber &&
+					c != codec.ClassTooDeep && c != codec.ClassTooManyElements &&
 					(sid != union || c != codec.ClassNoNumberField) {
 					t.Fatalf("class %q: %v", c, insp.Err())
 				}
@@ -126,6 +135,23 @@ func FuzzAvro(f *testing.F) {
 	})
 }
 
+// checkLimited checks value against a format with tighter limits than the
+// one that gave insp: it must say the same, or that a limit is reached
+// (which it may reach before an error further on).
+func checkLimited(t *testing.T, tight *Format, value []byte, insp codec.Inspection) {
+	t.Helper()
+	got, err := tight.Inspect(ctx, value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case got.Class() == codec.ClassTooDeep || got.Class() == codec.ClassTooManyElements:
+		// Reached before anything the loose walk found further on.
+	case got.Kind != insp.Kind || got.Class() != insp.Class() || got.Number != insp.Number:
+		t.Fatalf("tight limits say %v %q (%v), loose ones %v %q (%v)", got.Kind, got.Class(), got.Err(), insp.Kind, insp.Class(), insp.Err())
+	}
+}
+
 func itoa64(n int64) string { return string(appendInt64(nil, n)) }
 func appendInt64(b []byte, n int64) []byte {
 	if n >= 10 {
@@ -144,7 +170,10 @@ func appendInt64(b []byte, n int64) []byte {
 //     shop.Order with order_no the number, and inspects again as HasNumber.
 func FuzzProtobuf(f *testing.F) {
 	r, pid, fd := protoSetup(f)
-	fm := newFormat(f, r, codec.ValueProtobuf, nil)
+	// Loose enough for anything proto.Unmarshal accepts (its own recursion
+	// limit is 10,000), so the two can be compared.
+	fm := newFormat(f, r, codec.ValueProtobuf, func(s *Settings) { s.MaxDepth, s.MaxElements = 10001, 1<<30 })
+	tight := newFormat(f, r, codec.ValueProtobuf, func(s *Settings) { s.MaxDepth, s.MaxElements = 3, 16 })
 	md := fd.Messages().ByName("Order")
 	b, _ := proto.Marshal(orderMsg(fd, "Order"))
 	f.Add(b, int64(7))
@@ -158,6 +187,7 @@ func FuzzProtobuf(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		checkLimited(t, tight, value, insp)
 		// The walker accepts exactly what proto.Unmarshal accepts.
 		uerr := proto.Unmarshal(payload, dynamicpb.NewMessage(md))
 		if (insp.Class() == codec.ClassUndecodable) != (uerr != nil) {

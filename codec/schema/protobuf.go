@@ -37,6 +37,7 @@ type protoMsg struct {
 	subject string
 	bad     *codec.InputError // no such message, or no usable number field
 	outID   atomic.Int64      // see cache.outputID
+	lim     budget            // one walk's limits, copied for each
 }
 
 // newProtoPlan compiles the writer's .proto text with its references (each
@@ -155,7 +156,7 @@ func (p *protoPlan) resolve(path []int) *protoMsg {
 		md = msgs.Get(i)
 		msgs = md.Messages()
 	}
-	m := &protoMsg{md: md, subject: p.s.Strategy.subject(p.s.OutputTopic, string(md.FullName())),
+	m := &protoMsg{md: md, subject: p.s.Strategy.subject(p.s.OutputTopic, string(md.FullName())), lim: newBudget(p.s),
 		table: newProtoTable(md, map[protoreflect.FullName]*protoTable{})}
 	fd := md.Fields().ByName(protoreflect.Name(p.s.Field))
 	switch {
@@ -193,10 +194,10 @@ func kindName(fd protoreflect.FieldDescriptor) string {
 // inspect says whether the message needs a number. The payload is walked,
 // not decoded: see walkProto.
 func (m *protoMsg) inspect(payload []byte, off int, s *Settings) (codec.Kind, int64, *codec.InputError) {
-	f, at, err := walkProto(payload, m.table, m.fd.Number(), 0)
+	lim := m.lim
+	f, at, err := walkProto(payload, m.table, m.fd.Number(), 1, &lim)
 	if err != nil {
-		return codec.Bad, 0, &codec.InputError{Class: codec.ClassUndecodable, Offset: off + at,
-			Msg: fmt.Sprintf("payload does not decode as %s", m.md.FullName()), Err: err}
+		return codec.Bad, 0, walkError(err, off+at, "as "+string(m.md.FullName()))
 	}
 	if !f.found {
 		return codec.NeedsNumber, 0, nil
@@ -275,10 +276,10 @@ func (m *protoMsg) fieldValue(payload []byte, off int, name string) ([]byte, boo
 		return nil, false, &codec.InputError{Class: codec.ClassMissingKey, Offset: off,
 			Msg: fmt.Sprintf("field %q is %s, want a singular string, bytes, integer or enum", name, kindName(fd))}
 	}
-	f, at, err := walkProto(payload, m.table, fd.Number(), 0)
+	lim := m.lim
+	f, at, err := walkProto(payload, m.table, fd.Number(), 1, &lim)
 	if err != nil {
-		return nil, false, &codec.InputError{Class: codec.ClassUndecodable, Offset: off + at,
-			Msg: fmt.Sprintf("payload does not decode as %s", md.FullName()), Err: err}
+		return nil, false, walkError(err, off+at, "as "+string(md.FullName()))
 	}
 	if !f.found || (!fd.HasPresence() && f.v == 0 && len(f.b) == 0) {
 		return nil, false, nil

@@ -16,11 +16,8 @@ import (
 
 var (
 	errProtoUTF8        = errors.New("string field is not valid utf-8")
-	errProtoDepth       = errors.New("messages nest deeper than 100")
 	errProtoFieldNumber = errors.New("field number above 2^29-1")
 )
-
-const maxProtoDepth = 100
 
 // wireType is the wire type a field of kind k is written with (unpacked).
 func wireType(k protoreflect.Kind) protowire.Type {
@@ -112,16 +109,19 @@ func (t *protoTable) field(n protowire.Number) *fieldInfo {
 	return t.sparse[n]
 }
 
-// walkProto checks b as a message of table t and records the last
+// walkProto checks b as a message of table t, at level (the top-level
+// message is 1), within the limits of lim, and records the last
 // occurrence of field number want (0 for none) at the top level. A later
 // member of want's oneof clears it, as it would in a decoded message.
-func walkProto(b []byte, t *protoTable, want protowire.Number, depth int) (protoField, int, error) {
+// Every field occurrence counts as an element, and every item of a packed
+// field.
+func walkProto(b []byte, t *protoTable, want protowire.Number, level int, lim *budget) (protoField, int, error) {
 	var (
 		last  protoField
 		oneof protoreflect.OneofDescriptor
 	)
-	if depth > maxProtoDepth {
-		return last, 0, errProtoDepth
+	if err := lim.open(level); err != nil {
+		return last, 0, err
 	}
 	if want != 0 {
 		if fi := t.field(want); fi != nil {
@@ -137,6 +137,9 @@ func walkProto(b []byte, t *protoTable, want protowire.Number, depth int) (proto
 		if num > protowire.MaxValidNumber { // ConsumeTag checks only the minimum
 			return last, at, errProtoFieldNumber
 		}
+		if err := lim.take(1); err != nil {
+			return last, at, err
+		}
 		start := at
 		at += n
 		fi := t.field(num)
@@ -148,7 +151,7 @@ func walkProto(b []byte, t *protoTable, want protowire.Number, depth int) (proto
 			at += m
 			continue
 		}
-		f, next, err := readProtoValue(b, start, at, num, typ, fi, depth)
+		f, next, err := readProtoValue(b, start, at, num, typ, fi, level, lim)
 		if err != nil {
 			return last, next, err
 		}
@@ -168,7 +171,7 @@ func walkProto(b []byte, t *protoTable, want protowire.Number, depth int) (proto
 // value checked as what the field holds (packed scalars, a nested message,
 // UTF-8 text). It returns the field and the offset past its value, or the
 // offset an error is reported at.
-func readProtoValue(b []byte, start, at int, num protowire.Number, typ protowire.Type, fi *fieldInfo, depth int) (protoField, int, error) {
+func readProtoValue(b []byte, start, at int, num protowire.Number, typ protowire.Type, fi *fieldInfo, level int, lim *budget) (protoField, int, error) {
 	f := protoField{found: true, typ: typ}
 	m := 0
 	switch typ {
@@ -194,11 +197,11 @@ func readProtoValue(b []byte, start, at int, num protowire.Number, typ protowire
 	}
 	switch {
 	case fi.packed:
-		if err := walkPacked(f.b, fi.kind); err != nil {
+		if err := walkPacked(f.b, fi.kind, lim); err != nil {
 			return protoField{}, start, err
 		}
 	case fi.msg != nil:
-		if _, off, err := walkProto(f.b, fi.msg, 0, depth+1); err != nil {
+		if _, off, err := walkProto(f.b, fi.msg, 0, level+1, lim); err != nil {
 			return protoField{}, at - len(f.b) + off, err
 		}
 	case fi.utf8 && !utf8.Valid(f.b):
@@ -215,8 +218,9 @@ func isPackable(k protoreflect.Kind) bool {
 	return true
 }
 
-// walkPacked checks a packed repeated field's contents.
-func walkPacked(b []byte, k protoreflect.Kind) error {
+// walkPacked checks a packed repeated field's contents and counts its
+// items.
+func walkPacked(b []byte, k protoreflect.Kind, lim *budget) error {
 	size := 0
 	switch wireType(k) {
 	case protowire.Fixed32Type:
@@ -228,9 +232,12 @@ func walkPacked(b []byte, k protoreflect.Kind) error {
 		if len(b)%size != 0 {
 			return protowire.ParseError(-1)
 		}
-		return nil
+		return lim.take(int64(len(b) / size))
 	}
 	for len(b) > 0 {
+		if err := lim.take(1); err != nil {
+			return err
+		}
 		_, n := protowire.ConsumeVarint(b)
 		if n < 0 {
 			return protowire.ParseError(n)

@@ -221,6 +221,10 @@ func share(ctx context.Context, g *singleflight.Group, key string, fn func(conte
 }
 
 func (c *cache) load(ctx context.Context, id int) (*writer, *codec.InputError, error) {
+	// A schema outside the allow-list is neither fetched nor parsed.
+	if bad, err := c.allowed(ctx, id); bad != nil || err != nil {
+		return nil, bad, err
+	}
 	op := "fetch schema id " + strconv.Itoa(id)
 	s, err := c.s.Client.SchemaByID(ctx, id)
 	if err != nil {
@@ -257,6 +261,31 @@ func (c *cache) load(ctx context.Context, id int) (*writer, *codec.InputError, e
 		return nil, bad, nil
 	}
 	return w, nil, nil
+}
+
+// allowed checks schema id against Settings.AllowedSubjects: an ID in the
+// list passes, else the registry is asked which subjects the ID is
+// registered under (one request per ID, remembered like the schema).
+func (c *cache) allowed(ctx context.Context, id int) (*codec.InputError, error) {
+	if c.s.allowIDs == nil || c.s.allowIDs[id] {
+		return nil, nil
+	}
+	subjects, err := c.s.Client.SubjectsByID(ctx, id)
+	if err != nil {
+		err = classify(ctx, "find the subjects of schema id "+strconv.Itoa(id), err)
+		if errors.Is(err, errNotFound) {
+			return &codec.InputError{Class: codec.ClassUnknownSchema, Offset: 1,
+				Msg: "schema id " + strconv.Itoa(id) + " is unknown to the registry"}, nil
+		}
+		return nil, err
+	}
+	for _, sub := range subjects {
+		if c.s.allowSubjects[sub] {
+			return nil, nil
+		}
+	}
+	return &codec.InputError{Class: codec.ClassSchemaNotAllowed, Offset: 1,
+		Msg: fmt.Sprintf("schema id %d is registered under %q, none of them in the allowed subjects (--allowed-subjects)", id, subjects)}, nil
 }
 
 func wrongType(id int, got, want sr.SchemaType) *codec.InputError {

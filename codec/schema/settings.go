@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -104,6 +105,24 @@ type Settings struct {
 	// MaxBytes is the largest value inspected; longer ones are
 	// ClassTooLarge. Default codec.DefaultMaxBytes. Negative is an error.
 	MaxBytes int
+	// MaxDepth is the deepest nesting of records, arrays, maps (Avro) or
+	// messages (Protobuf) a value may have, the top level being level 1;
+	// deeper values are codec.ClassTooDeep. Default codec.DefaultMaxDepth
+	// (64). Negative is an error.
+	MaxDepth int
+	// MaxElements is the most values a value may hold, counted at every
+	// level: fields, array items, map entries (Avro); field occurrences and
+	// packed items (Protobuf). More is codec.ClassTooManyElements, refused
+	// before they are read when a block's count says so. Default
+	// codec.DefaultMaxElements (100,000). Negative is an error.
+	MaxElements int
+	// AllowedSubjects, if set, is the allow-list of input schemas: subject
+	// names, and schema IDs written in decimal. A value whose schema ID is
+	// not in it, and is registered under none of its subjects, is
+	// codec.ClassSchemaNotAllowed, before its schema is fetched or parsed.
+	// Default (nil): every schema the registry has.
+	AllowedSubjects []string
+
 	// Valid, if set, vets an existing number, as codec.Config.Valid.
 	Valid func(int64) error
 
@@ -113,6 +132,11 @@ type Settings struct {
 	UnknownTTL time.Duration
 	// Now is the clock, for tests. Default time.Now.
 	Now func() time.Time
+
+	// allowIDs and allowSubjects are AllowedSubjects parsed; both nil
+	// without a list.
+	allowIDs      map[int]bool
+	allowSubjects map[string]bool
 }
 
 func (s *Settings) validate() error {
@@ -136,6 +160,32 @@ func (s *Settings) validate() error {
 		return bad("max bytes %d is negative", s.MaxBytes)
 	case s.MaxBytes == 0:
 		s.MaxBytes = codec.DefaultMaxBytes
+	}
+	switch {
+	case s.MaxDepth < 0:
+		return bad("max depth %d is negative", s.MaxDepth)
+	case s.MaxDepth == 0:
+		s.MaxDepth = codec.DefaultMaxDepth
+	}
+	switch {
+	case s.MaxElements < 0:
+		return bad("max elements %d is negative", s.MaxElements)
+	case s.MaxElements == 0:
+		s.MaxElements = codec.DefaultMaxElements
+	}
+	for _, a := range s.AllowedSubjects {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			return bad("allowed subjects %q: an empty name", s.AllowedSubjects)
+		}
+		if s.allowIDs == nil {
+			s.allowIDs, s.allowSubjects = map[int]bool{}, map[string]bool{}
+		}
+		if id, err := strconv.Atoi(a); err == nil && id >= 0 {
+			s.allowIDs[id] = true
+		} else {
+			s.allowSubjects[a] = true
+		}
 	}
 	switch {
 	case s.Timeout < 0:

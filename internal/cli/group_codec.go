@@ -11,11 +11,15 @@ const (
 	flagNumberField    = "number-field"
 	flagNumberFormat   = "number-format"
 	flagMaxRecordBytes = "max-record-bytes"
+	flagMaxDepth       = "max-depth"
+	flagMaxElements    = "max-elements"
 )
 
 type codecConfig struct {
 	field, format string
 	maxBytes      int
+	maxDepth      int
+	maxElements   int
 }
 
 func (cc *codecConfig) flags() []cli.Flag {
@@ -23,6 +27,8 @@ func (cc *codecConfig) flags() []cli.Flag {
 		numberFieldFlag(&cc.field),
 		stringFlag(flagNumberFormat, &cc.format, codec.DefaultNumberFormat.String(), "string writes \"order_no\":\"123\" (safe for JavaScript), number writes \"order_no\":123"),
 		intFlag(flagMaxRecordBytes, &cc.maxBytes, codec.DefaultMaxBytes, "larger values are dead-lettered as too_large without being read"),
+		intFlag(flagMaxDepth, &cc.maxDepth, codec.DefaultMaxDepth, "values nested deeper (JSON arrays and objects, Avro records, arrays and maps, Protobuf messages; the top level is 1) are dead-lettered as too_deep"),
+		intFlag(flagMaxElements, &cc.maxElements, codec.DefaultMaxElements, "values holding more elements, counted at every level (array items, members, fields, map entries), are dead-lettered as too_many_elements, before they are read where a count says so"),
 	}
 }
 
@@ -40,7 +46,7 @@ func (cc *codecConfig) codec(l idgen.Layout) (*codec.Codec, error) {
 		return nil, usageErr("--%s: %w", flagNumberFormat, err)
 	}
 	cd, err := codec.New(codec.Config{
-		Field: cc.field, Format: f, MaxBytes: cc.maxBytes,
+		Field: cc.field, Format: f, MaxBytes: cc.maxBytes, MaxDepth: cc.maxDepth, MaxElements: cc.maxElements,
 		Valid: func(id int64) error { _, err := l.Decompose(id); return err },
 	})
 	return cd, asUsage(err)

@@ -24,6 +24,7 @@ const (
 	flagSchemaRegistryTLSKey   = "schema-registry-tls-key"
 	flagSchemaRegistryTLSName  = "schema-registry-tls-server-name"
 	flagSubjectNameStrategy    = "subject-name-strategy"
+	flagAllowedSubjects        = "allowed-subjects"
 )
 
 type schemaConfig struct {
@@ -31,6 +32,7 @@ type schemaConfig struct {
 	url, user, pass string
 	tlsFiles        tlsFiles
 	strategy        string
+	allowedSubjects cli.StringSlice
 }
 
 func (sc *schemaConfig) flags() []cli.Flag {
@@ -45,6 +47,7 @@ func (sc *schemaConfig) flags() []cli.Flag {
 		"PEM `FILE` of the schema registry client certificate's key"), []cli.Flag{
 		sc.tlsFiles.serverNameFlag(flagSchemaRegistryTLSName, "name an https schema registry's certificate must carry, when it is not the host in --schema-registry"),
 		stringFlag(flagSubjectNameStrategy, &sc.strategy, schema.TopicName.String(), "subject the output schema is registered under: topic (<output topic>-value), record (the record's full name) or topic-record (<output topic>-<full name>)"),
+		stringSliceFlag(flagAllowedSubjects, &sc.allowedSubjects, nil, "input schemas that may be read: subject names and schema IDs, comma-separated; a value of any other schema is dead-lettered schema_not_allowed before its schema is fetched (default: any schema of the registry)"),
 	})
 }
 
@@ -85,6 +88,7 @@ func (sc *schemaConfig) format(cd *codec.Codec, outputTopic string, numberFormat
 		Format: vf, URL: sc.url, Username: sc.user, Password: sc.pass, TLS: tlsCfg,
 		Strategy: strategy, OutputTopic: outputTopic,
 		Field: cd.FieldName(), NumberFormat: numberFormat, MaxBytes: maxBytes, Valid: valid,
+		MaxDepth: cd.MaxDepth(), MaxElements: cd.MaxElements(), AllowedSubjects: sc.allowedSubjects.Value(),
 	})
 	return f, asUsage(err)
 }
