@@ -24,8 +24,6 @@ var (
 	errInt       = errors.New("int is wider than 32 bits")
 )
 
-var stringSchema = avro.NewPrimitiveSchema(avro.String, nil)
-
 // readLong reads a long at b[i:]: Avro's zig-zag varint, which is
 // encoding/binary's Varint.
 func readLong(b []byte, i int) (int64, int, error) {
