@@ -108,6 +108,9 @@ func (cfg *auditConfig) run(c *cli.Context) error {
 	if err := cfg.ops.serve(c.Context, reg, a.Ready, a.Handlers(), log, "the live page at / and /metrics, /healthz, /readyz"); err != nil {
 		return err
 	}
+	if err := cfg.kafka.reach(c.Context, log); err != nil {
+		return err
+	}
 	return a.Run(c.Context)
 }
 

@@ -1,12 +1,18 @@
 package cli
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
+	"net"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/flakestream/flakestream/internal/eos"
+	"github.com/flakestream/flakestream/internal/kprobe"
 	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kversion"
@@ -27,7 +33,12 @@ const (
 	flagSASLUser        = "sasl-user"
 	flagSASLPassword    = "sasl-password"
 	flagKafkaMaxVersion = "kafka-max-version"
+	flagConnectTimeout  = "connect-timeout"
 )
+
+// defaultConnectTimeout bounds how long a command waits, at start, for a
+// --brokers address to answer as Kafka.
+const defaultConnectTimeout = time.Minute
 
 type kafkaConfig struct {
 	brokers                   cli.StringSlice
@@ -35,6 +46,7 @@ type kafkaConfig struct {
 	tlsFiles                  tlsFiles
 	saslMechanism, user, pass string
 	maxVersion                string
+	connectTimeout            time.Duration
 }
 
 func (k *kafkaConfig) flags() []cli.Flag {
@@ -50,6 +62,7 @@ func (k *kafkaConfig) flags() []cli.Flag {
 		stringFlag(flagSASLUser, &k.user, "", "SASL user name"),
 		stringFlag(flagSASLPassword, &k.pass, "", "SASL password (prefer FLAKESTREAM_SASL_PASSWORD to a flag)"),
 		stringFlag(flagKafkaMaxVersion, &k.maxVersion, "", "speak the Kafka protocol of at most this release (e.g. 3.9), for brokers or features a newer protocol trips on (default: the newest both sides know)"),
+		durationFlag(flagConnectTimeout, &k.connectTimeout, defaultConnectTimeout, "at start, wait at most this long for a --brokers address to answer as Kafka, then exit saying what is there (something that answers but is not Kafka, or TLS without --kafka-tls, ends it at once; 0: no check)"),
 	})
 }
 
@@ -140,4 +153,63 @@ func (k *kafkaConfig) opts() ([]kgo.Opt, error) {
 		return nil, usageErr("--%s %q: want plain, scram-sha-256 or scram-sha-512", flagSASLMechanism, m)
 	}
 	return opts, nil
+}
+
+// probeTimeout bounds one probe of one address.
+const probeTimeout = 10 * time.Second
+
+// reach waits, at most --connect-timeout, until one of --brokers answers
+// as Kafka. An address that answers as something else (Redis, HTTP, TLS
+// when --kafka-tls is off, or plaintext when it is on) is a mistake that
+// waiting does not mend: when every address is one, reach fails at once.
+// One that does not answer may be starting: reach tries again, logging
+// what it found, and fails with it when the time is up. Its error is one
+// line that says what is at each address. A signal ends it without error:
+// the command's own shutdown answers that.
+func (k *kafkaConfig) reach(ctx context.Context, log *slog.Logger) error {
+	if k.connectTimeout <= 0 {
+		return nil
+	}
+	var tlsCfg *tls.Config
+	if k.tls || k.tlsFiles.given() {
+		var err error
+		if tlsCfg, err = k.tlsFiles.config(); err != nil {
+			return err
+		}
+	}
+	deadline := time.Now().Add(k.connectTimeout)
+	for wait := 500 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		var found []string
+		definite := true
+		for _, b := range k.brokers.Value() {
+			f := kprobe.Probe(ctx, withPort(b), tlsCfg, min(probeTimeout, max(time.Until(deadline), time.Second)))
+			if f.Kind == kprobe.Kafka {
+				return nil
+			}
+			definite = definite && f.Kind != kprobe.Unreachable
+			found = append(found, f.String())
+		}
+		if ctx.Err() != nil {
+			return nil // a signal: the command's own shutdown answers it
+		}
+		switch {
+		case definite:
+			return fmt.Errorf("--%s: %s", flagBrokers, strings.Join(found, "; "))
+		case !time.Now().Before(deadline):
+			return fmt.Errorf("--%s: no Kafka broker answered within --%s %s: %s", flagBrokers, flagConnectTimeout, k.connectTimeout, strings.Join(found, "; "))
+		}
+		log.Warn("no Kafka broker answers yet; retrying", "found", strings.Join(found, "; "), "gives_up_in", time.Until(deadline).Round(time.Second).String())
+		if eos.Sleep(ctx, min(wait, time.Until(deadline))) != nil {
+			return nil
+		}
+	}
+}
+
+// withPort is a --brokers address with Kafka's port 9092 when it names
+// none, as the client reads it.
+func withPort(addr string) string {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return net.JoinHostPort(addr, "9092")
+	}
+	return addr
 }

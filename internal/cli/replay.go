@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
@@ -118,6 +119,9 @@ func (cfg *replayConfig) run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := cfg.kafka.reach(c.Context, log); err != nil || c.Context.Err() != nil {
+		return cmp.Or(err, ended(c, nil, prog, rcfg.ID))
+	}
 	if cfg.dryRun {
 		plan, err := replay.Resolve(c.Context, rcfg)
 		if err != nil {
@@ -129,14 +133,7 @@ func (cfg *replayConfig) run(c *cli.Context) error {
 	rcfg.Progress = prog.update
 	log.Info("replay", "input", in, "output", out, "from", from.String(), "to", to.String(), "group", replay.Group(rcfg.ID))
 	ranges, err := replay.Run(c.Context, rcfg)
-	if c.Context.Err() != nil {
-		// However the replay ended, a signal stopped it: what it
-		// committed stays, and the same command continues from there.
-		done, total := prog.counts()
-		err = &exitError{code: 130, err: fmt.Errorf("replay interrupted at %d of %d records; run the same command again to resume (replay %s)", done, total, replay.Group(rcfg.ID))}
-	} else if err != nil {
-		err = fmt.Errorf("replay: %w", err)
-	}
+	err = ended(c, err, prog, rcfg.ID)
 	// The bar is drawn complete only if the replay is; the error, if any,
 	// comes after it.
 	prog.finish(err == nil)
@@ -145,6 +142,20 @@ func (cfg *replayConfig) run(c *cli.Context) error {
 	}
 	_, total := prog.counts()
 	log.Info("replay complete", "partitions", len(ranges), "records", total)
+	return nil
+}
+
+// ended is the error a replay that ended with err returns: exit 130 with
+// how to resume when a signal stopped it, however it ended (what it
+// committed stays, and the same command continues from there), else err.
+func ended(c *cli.Context, err error, prog *progress, id string) error {
+	if c.Context.Err() != nil {
+		done, total := prog.counts()
+		return &exitError{code: 130, err: fmt.Errorf("replay interrupted at %d of %d records; run the same command again to resume (replay %s)", done, total, replay.Group(id))}
+	}
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
 	return nil
 }
 

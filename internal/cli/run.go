@@ -102,6 +102,9 @@ func (cfg *runConfig) run(c *cli.Context) error {
 	if err := cfg.ops.serve(c.Context, reg, w.Ready, nil, log, "/metrics, /healthz, /readyz"); err != nil {
 		return err
 	}
+	if err := cfg.kafka.reach(c.Context, log); err != nil {
+		return err
+	}
 	log.Info("numbering", "lanes", cfg.consume.lanes, "layout", l.String(), "server_id", cfg.identity.server, "worker_id", cfg.identity.worker,
 		"capacity_per_second", l.PerSecond(), "layout_end", l.End().Format(time.RFC3339))
 	return w.Run(c.Context)

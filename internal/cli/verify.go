@@ -138,6 +138,9 @@ func (cfg *verifyConfig) verify(c *cli.Context) (verify.Result, error) {
 	if dlq == "" {
 		dlq, optional = inputs[0]+".dlq", true
 	}
+	if err := cfg.kafka.reach(c.Context, log); err != nil {
+		return verify.Result{}, err
+	}
 	res, err := verify.Run(c.Context, verify.Config{Brokers: s.Brokers, KafkaOpts: s.KafkaOpts, Inputs: inputs,
 		Output: cc.outputTopic, DLQ: dlq, OptionalDLQ: optional, From: from, To: to, AllPartitions: cfg.allPartitions, Format: f, Progress: prog.update,
 		Log: log, StallTimeout: cfg.stallTimeout, Planned: limitMemory})
