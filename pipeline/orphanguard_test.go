@@ -19,8 +19,8 @@ import (
 // BeforeProduce as the CLI wires it) at the start of its session and again
 // before producing after an aborted transaction, and not at all without it.
 // The guard's own behaviour is tested in internal/txnguard, the loop's
-// timing in internal/eos; here kfake counts the DescribeProducers requests
-// on the output topic.
+// timing in internal/eos; here kfake counts the guard's DescribeProducers
+// requests on the output topic (one per check: it reports what it ends).
 func TestWorkerRunsOrphanGuard(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		t.Run(map[bool]string{true: "on", false: "off"}[on], func(t *testing.T) {

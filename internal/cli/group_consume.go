@@ -131,7 +131,7 @@ func (cc *consumeConfig) flag(name string) cli.Flag {
 	case flagLanes:
 		return intFlag(name, &cc.lanes, pipeline.DefaultLanes, "transactional sessions in this process, each its own group member (instance <instance-id>-<lane>, transactional ID suffixed -<lane>) numbering from one sequencer: while one commits, the others poll and number (1: the plain worker, IDs unsuffixed)")
 	case flagOrphanGuard:
-		return boolFlagValue(name, &cc.orphanGuard, true, "before the first poll of every Kafka session and before producing after a transaction that did not commit, end a transaction this producer ID left open at an older epoch that its coordinator no longer tracks (needs ALTER on the cluster; without it: one warning, then as if off)")
+		return boolFlagValue(name, &cc.orphanGuard, true, "before the first poll of every Kafka session and before producing after a transaction that did not commit, end whatever transaction this producer ID left open on the output, the DLQ and the group's offsets, with the marker its transaction was given: one cleanup transaction of the producer's own transactional ID that writes no record (needs no right beyond the worker's own; see docs/security.md)")
 	}
 	panic(fmt.Sprintf("cli: %q is not a flag of the consume group", name))
 }

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flakestream/flakestream/internal/kafkaacl"
 	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -169,7 +170,7 @@ func (l *Loop) transactional(ctx context.Context, r *retry) error {
 			// good, and one on an output partition must be gone before
 			// the next produce. Nothing is polled while it fails.
 			if err := l.cfg.BeforeProduce(ctx, cl, guardParts); err != nil {
-				if stop, err := r.after(ctx, fmt.Errorf("orphaned-transaction guard: %w", err)); stop {
+				if stop, err := r.after(ctx, guardError(err)); stop {
 					return err
 				}
 				continue
@@ -264,8 +265,8 @@ func (l *Loop) guardAtStart(ctx context.Context, cl *kgo.Client, parts map[strin
 		switch {
 		case err == nil || ctx.Err() != nil:
 			return nil
-		case errors.Is(err, loop.ErrFatal):
-			return err
+		case errors.Is(err, loop.ErrFatal), kafkaacl.Is(err):
+			return guardError(err)
 		case coordinatorStarting(err) && time.Now().Before(deadline):
 			if !logged {
 				logged = true
@@ -283,9 +284,19 @@ func (l *Loop) guardAtStart(ctx context.Context, cl *kgo.Client, parts map[strin
 	}
 }
 
-// guardPartitions is what the orphaned-transaction guard checks: the
-// partitions the step produces to, and all of __consumer_offsets (the
-// group's partition is among them), where a transaction's offsets live.
+// guardError is a failed orphaned-transaction guard: fatal if a right is
+// missing (retrying cannot grant it), else one to retry.
+func guardError(err error) error {
+	if kafkaacl.Is(err) && !errors.Is(err, loop.ErrFatal) {
+		return fmt.Errorf("%w: orphaned-transaction guard: %w", loop.ErrFatal, err)
+	}
+	return fmt.Errorf("orphaned-transaction guard: %w", err)
+}
+
+// guardPartitions is what the orphaned-transaction guard ends open
+// transactions on: the partitions the step produces to, and (named by
+// __consumer_offsets, which the guard reaches through the client's group)
+// the group's offsets partition, where a transaction's offsets live.
 func guardPartitions(produceTo map[string][]int32) map[string][]int32 {
 	parts := make(map[string][]int32, len(produceTo)+1)
 	for t, ps := range produceTo {

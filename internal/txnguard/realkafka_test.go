@@ -3,11 +3,12 @@ package txnguard
 import (
 	"context"
 	"hash/crc32"
+	"maps"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
+	"github.com/flakestream/flakestream/internal/kafkaacl"
 	"github.com/flakestream/flakestream/test/testenv"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -16,29 +17,25 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 )
 
-// On Apache Kafka: an orphan built the way the broker crash leaves one (the
-// partition holds an open transaction of our producer ID that the
-// coordinator never listed), aborted by the guard, and the next commit shows
-// only its own records to a read_committed reader; without the guard the
-// same commit exposes the orphan.
+// On a secured Apache Kafka broker (SASL_SSL, StandardAuthorizer), with the
+// producer's principal holding no right on the cluster, only what a worker
+// holds (WRITE and DESCRIBE on its output, its DLQ and its transactional-ID
+// prefix, READ on its input and its group): orphans of the producer's own
+// producer ID on both output partitions, the DLQ and the group's offsets
+// are ended by the guard before the first produce, with the marker their
+// transaction was given, and the next commit shows read_committed readers
+// exactly what it should; without the guard the same commit exposes them.
 //
-// The orphan: partition verification (KIP-890) is turned off on the test's
-// own broker, and a transactional batch is appended with Produce v11 at
-// epoch E without AddPartitionsToTxn, so the coordinator keeps the
-// transaction Empty while the partition holds it open. Then the same
-// transactional ID starts again at a higher epoch.
+// The orphans are built the way a coordinator's lost state leaves them:
+// partition verification (KIP-890) is turned off on the test's own broker,
+// and transactional batches (Produce v11) and offsets (TxnOffsetCommit v3)
+// are appended at epoch E without AddPartitionsToTxn or AddOffsetsToTxn,
+// so the coordinator never lists them while the partitions hold them open.
 func TestGuardOnRealKafka(t *testing.T) {
-	for _, guard := range []bool{true, false} {
-		t.Run("guard="+strconv.FormatBool(guard), func(t *testing.T) { testRealOrphan(t, guard) })
-	}
-}
-
-func testRealOrphan(t *testing.T, guard bool) {
-	k := testenv.RealKafka(t, testenv.KafkaRestartable())
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	k := testenv.RealKafka(t, testenv.KafkaSecured(testenv.ClientAuthRequired))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	adm := k.Admin(t)
-	rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "transaction.partition.verification.enable", Value: kadm.StringPtr("false")}})
+	rs, err := k.Admin(t).AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "transaction.partition.verification.enable", Value: kadm.StringPtr("false")}})
 	for _, r := range rs {
 		if err == nil && r.Err != nil {
 			err = r.Err
@@ -47,19 +44,60 @@ func testRealOrphan(t *testing.T, guard bool) {
 	if err != nil {
 		t.Fatalf("turn partition verification off: %v", err)
 	}
-	tp := k.NewTopic(t, 1)
-	id := tp + "-txn"
-
-	// The old producer: its ID and epoch, then one transactional batch
-	// the coordinator never hears of.
-	old := k.Client(t, kgo.TransactionalID(id), kgo.MaxVersions(kversion.V3_8_0()))
-	pid, epoch, err := old.ProducerID(ctx)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name          string
+		guard, commit bool
+	}{
+		{"aborted", true, false},
+		{"committed", true, true},
+		{"aborted-without-guard", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testRealOrphans(ctx, t, k, tc.guard, tc.commit) })
 	}
-	appendOrphan(ctx, t, old, tp, pid, epoch, "orphan-0", "orphan-1", "orphan-2")
+}
 
-	cl := k.Client(t, kgo.TransactionalID(id), kgo.DefaultProduceTopic(tp), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+func testRealOrphans(ctx context.Context, t *testing.T, k *testenv.KafkaCluster, guard, commit bool) {
+	in, out, dlq := k.NewTopic(t, 1), k.NewTopic(t, 2), k.NewTopic(t, 1)
+	group := in + "-g"
+	id := "flakestream-" + group + "-worker-1" // the worker's default transactional ID
+	user, pw := k.CreateUser(t, "worker")
+	grantWorker(t, k, user, in, out, dlq, group)
+
+	// The old producer, as the worker: its ID and epoch, orphans on out[0],
+	// out[1] (aborted case) and dlq[0], and offsets for the group, none of
+	// which the coordinator hears of.
+	old := k.ClientAs(t, user, pw, kgo.TransactionalID(id), kgo.MaxVersions(kversion.V3_8_0()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	pid, epoch := waitProducerID(ctx, t, old)
+	appendOrphan(ctx, t, old, id, out, 0, pid, epoch, "orphan-out0-0", "orphan-out0-1", "orphan-out0-2")
+	appendOrphan(ctx, t, old, id, dlq, 0, pid, epoch, "orphan-dlq0-0")
+	if !commit {
+		appendOrphan(ctx, t, old, id, out, 1, pid, epoch, "orphan-out1-0")
+	}
+	commitOrphanOffsets(ctx, t, old, id, group, pid, epoch, in, 7)
+	want := []string{"new-0", "new-1", "new-2", "new-3"}
+	if commit {
+		// The coordinator commits the old producer's transaction on out[1]
+		// at epoch E: the orphans at E belong to a committed transaction
+		// whose markers were lost.
+		if err := old.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := old.ProduceSync(ctx, &kgo.Record{Topic: out, Partition: 1, Value: []byte("committed-out1")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := old.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, "orphan-out0-0", "orphan-out0-1", "orphan-out0-2", "orphan-dlq0-0", "committed-out1")
+	}
+	if !guard {
+		want = append(want, "orphan-out0-0", "orphan-out0-1", "orphan-out0-2", "orphan-dlq0-0", "orphan-out1-0")
+	}
+	if why := offsetsStable(ctx, t, k, group, in); why == "" {
+		t.Fatal("the group's offsets are stable before the guard: the offsets orphan was not built")
+	}
+
+	cl := k.ClientAs(t, user, pw, kgo.TransactionalID(id), kgo.ConsumerGroup(group), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	g, err := New(nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -67,49 +105,163 @@ func testRealOrphan(t *testing.T, guard bool) {
 	if !guard {
 		g = nil
 	}
-	aborts, err := g.Check(ctx, cl, map[string][]int32{tp: {0}})
+	res, err := g.Check(ctx, cl, map[string][]int32{out: {0, 1}, dlq: {0}, ConsumerOffsetsTopic: nil})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if guard {
-		if len(aborts) != 1 || aborts[0].ProducerID != pid || aborts[0].Epoch != epoch || aborts[0].StartOffset != 0 || aborts[0].Committed {
-			t.Fatalf("aborts %+v, want the orphan of producer %d epoch %d at offset 0 aborted", aborts, pid, epoch)
+		if res.ProducerID != pid || res.Commit != commit || res.Partitions != 3 || res.Group != group || len(res.Orphans) != 0 {
+			t.Fatalf("check %+v, want producer %d, commit %v, 3 partitions and the group, no orphans seen (no READ on the outputs)", res, pid, commit)
+		}
+		// The coordinator writes the markers after EndTxn returns: the
+		// offsets are stable a moment later, not at once.
+		for why := offsetsStable(ctx, t, k, group, in); why != ""; why = offsetsStable(ctx, t, k, group, in) {
+			if ctx.Err() != nil {
+				t.Fatalf("the group's offsets after the guard: %s", why)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 	if err := cl.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []string{"new-0", "new-1"} {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: []byte(v)}).FirstErr(); err != nil {
-			t.Fatalf("produce %s: %v", v, err)
+	for i, r := range []*kgo.Record{{Topic: out, Partition: 0}, {Topic: out, Partition: 0}, {Topic: out, Partition: 1}, {Topic: dlq, Partition: 0}} {
+		r.Value = []byte("new-" + string(rune('0'+i)))
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("produce %s: %v", r.Value, err)
 		}
 	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
 
-	r := k.Client(t, kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{tp: {0: kgo.NewOffset().AtStart()}}))
-	var got []string
-	for !slices.Contains(got, "new-1") {
-		fs := r.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read_committed: no new-1 within the bound; saw %v", got)
-		}
-		fs.EachRecord(func(rec *kgo.Record) { got = append(got, string(rec.Value)) })
-	}
-	want := []string{"new-0", "new-1"}
-	if !guard {
-		want = []string{"orphan-0", "orphan-1", "orphan-2", "new-0", "new-1"}
-	}
+	got := readAllCommitted(ctx, t, k, map[string]int32{out: 2, dlq: 1}, len(want))
+	slices.Sort(got)
+	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("read_committed saw %v, want %v", got, want)
 	}
+	if !guard {
+		return
+	}
+	// No partition is left hanging: no open transaction of the producer
+	// anywhere, and the group's offsets are the committed transaction's
+	// (7) or none.
+	dp, err := k.Admin(t).DescribeProducers(ctx, kadm.TopicsSet{out: {0: {}, 1: {}}, dlq: {0: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range dp.SortedPartitions() {
+		for _, ap := range p.ActiveProducers {
+			if ap.CurrentTxnStartOffset >= 0 {
+				t.Errorf("%s[%d]: producer %d still has a transaction open at offset %d", p.Topic, p.Partition, ap.ProducerID, ap.CurrentTxnStartOffset)
+			}
+		}
+	}
+	offs, err := k.Admin(t).FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, ok := offs.Lookup(in, 0)
+	switch {
+	case commit && (!ok || o.At != 7):
+		t.Errorf("the committed transaction's offset: %+v (found %v), want 7", o, ok)
+	case !commit && ok && o.At >= 0:
+		t.Errorf("the aborted transaction's offset is committed: %+v", o)
+	}
 }
 
-// appendOrphan appends one transactional batch of values to tp[0] for
+// grantWorker grants user what docs/security.md's table gives run: READ
+// on in, WRITE and DESCRIBE on out and dlq, READ on group, WRITE and
+// DESCRIBE on the transactional IDs prefixed flakestream-<group>-. Nothing
+// on the cluster.
+func grantWorker(t *testing.T, k *testenv.KafkaCluster, user, in, out, dlq, group string) {
+	t.Helper()
+	k.GrantCommand(t, user, "run", map[string]string{"input": in, "output": out, "dlq": dlq, "group": group})
+}
+
+// waitProducerID initialises cl's producer ID, waiting for ACLs just
+// created to reach the broker's authorizer.
+func waitProducerID(ctx context.Context, t *testing.T, cl *kgo.Client) (int64, int16) {
+	t.Helper()
+	for {
+		pid, epoch, err := cl.ProducerID(ctx)
+		if err == nil {
+			return pid, epoch
+		}
+		if ctx.Err() != nil || !kafkaacl.Is(err) {
+			t.Fatalf("producer ID: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// offsetsStable says why the group's offsets cannot be read as stable
+// (a transaction holds them open), or "" if they can.
+func offsetsStable(ctx context.Context, t *testing.T, k *testenv.KafkaCluster, group, in string) string {
+	t.Helper()
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group, req.RequireStable = group, true
+	rg := kmsg.NewOffsetFetchRequestGroup()
+	rg.Group = group
+	rt := kmsg.NewOffsetFetchRequestGroupTopic()
+	rt.Topic, rt.Partitions = in, []int32{0}
+	rg.Topics = append(rg.Topics, rt)
+	req.Groups = append(req.Groups, rg)
+	resp, err := req.RequestWith(ctx, k.Client(t))
+	if err != nil {
+		return err.Error()
+	}
+	for _, g := range resp.Groups {
+		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+			return err.Error()
+		}
+		for _, tt := range g.Topics {
+			for _, p := range tt.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					return err.Error()
+				}
+			}
+		}
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// readAllCommitted reads every partition of topics (name -> partitions)
+// with read_committed until it has n values or a second passes without
+// more after that, and returns them.
+func readAllCommitted(ctx context.Context, t *testing.T, k *testenv.KafkaCluster, topics map[string]int32, n int) []string {
+	t.Helper()
+	parts := map[string]map[int32]kgo.Offset{}
+	for _, tp := range slices.Sorted(maps.Keys(topics)) {
+		parts[tp] = map[int32]kgo.Offset{}
+		for p := range topics[tp] {
+			parts[tp][p] = kgo.NewOffset().AtStart()
+		}
+	}
+	r := k.Client(t, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumePartitions(parts))
+	var got []string
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		fs := r.PollFetches(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			t.Fatalf("read_committed: saw %v", got)
+		}
+		before := len(got)
+		fs.EachRecord(func(rec *kgo.Record) { got = append(got, string(rec.Value)) })
+		if len(got) >= n && len(got) == before {
+			return got
+		}
+	}
+}
+
+// appendOrphan appends one transactional batch of values to tp[p] for
 // producer pid at epoch with Produce v11 (no implicit AddPartitionsToTxn).
-func appendOrphan(ctx context.Context, t *testing.T, cl *kgo.Client, tp string, pid int64, epoch int16, values ...string) {
+func appendOrphan(ctx context.Context, t *testing.T, cl *kgo.Client, txnID, tp string, p int32, pid int64, epoch int16, values ...string) {
 	t.Helper()
 	now := time.Now().UnixMilli()
 	var recs []byte
@@ -131,13 +283,13 @@ func appendOrphan(ctx context.Context, t *testing.T, cl *kgo.Client, tp string, 
 
 	req := kmsg.NewPtrProduceRequest()
 	req.Version = 11
-	req.TransactionID = kmsg.StringPtr(tp + "-txn")
+	req.TransactionID = kmsg.StringPtr(txnID)
 	req.Acks = -1
 	req.TimeoutMillis = 10000
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = tp
 	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition = 0
+	rp.Partition = p
 	rp.Records = raw
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
@@ -146,6 +298,28 @@ func appendOrphan(ctx context.Context, t *testing.T, cl *kgo.Client, tp string, 
 		t.Fatalf("append the orphan: %v", err)
 	}
 	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
-		t.Fatalf("append the orphan: %v", err)
+		t.Fatalf("append the orphan to %s[%d]: %v", tp, p, err)
+	}
+}
+
+// commitOrphanOffsets commits offset at for in[0] in group's name, in a
+// transaction of producer pid at epoch that the coordinator never hears
+// of (TxnOffsetCommit without AddOffsetsToTxn).
+func commitOrphanOffsets(ctx context.Context, t *testing.T, cl *kgo.Client, txnID, group string, pid int64, epoch int16, in string, at int64) {
+	t.Helper()
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = txnID, group, pid, epoch, -1
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = in
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, at, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("commit the orphaned offsets: %v", err)
 	}
 }

@@ -1,83 +1,132 @@
-// Package txnguard aborts transactions that a transactional producer's own
-// producer ID left open on its output partitions at an older epoch, and that
-// its transaction coordinator no longer tracks, before the producer writes
-// anything there again.
+// Package txnguard ends the transactions that a transactional producer's own
+// producer ID left open on its output partitions and on its group's offsets,
+// before the producer writes anything there again, with no right on the
+// cluster.
 //
-// Why: on Kafka with transactions v2 a coordinator that restarts uncleanly
-// can lose the record that a partition was in the open transaction. The
-// client's abort then looks empty to the coordinator, which bumps the epoch
-// and writes no marker (KAFKA-14563). The partition still holds the old
-// epoch's records in an open transaction, and the broker lets the next,
-// higher-epoch data join it, so the next COMMIT marker makes the aborted
-// records visible to read_committed readers (KAFKA-14055: the transaction
-// "would effectively get bundled into the next transaction in the log").
+// Why: on Kafka a coordinator that restarts uncleanly can lose the record
+// that a partition was in the open transaction (KAFKA-14563, KAFKA-20734).
+// It then ends the transaction without writing a marker to that partition,
+// which still holds the old epoch's records in an open transaction. The
+// broker lets the producer's next data there join it, so the next marker
+// decides both: the next COMMIT exposes aborted records to read_committed
+// readers (duplicates), and an open transaction on __consumer_offsets
+// holds the group's offsets unstable, so the group never consumes again.
 //
-// The guard does what `kafka-transactions.sh abort` does by hand: it finds
-// the open transaction with DescribeProducers (KIP-664), checks with
-// DescribeTransactions that the coordinator does not track it, and writes
-// an ABORT marker with WriteTxnMarkers, with the producer epoch and
-// coordinator epoch the partition reports. WriteTxnMarkers needs ALTER (or
-// CLUSTER_ACTION) on the cluster; without it the guard logs one warning and
-// does nothing, so the producer works as it would without the guard.
+// How, measured on Apache Kafka 4.4.0: any marker of the same producer ID
+// at the same or a later epoch ends an open transaction on a partition. So
+// the guard runs one transaction of the producer's own transactional ID and
+// producer ID, at its current epoch, that adds every partition it is given
+// (AddPartitionsToTxn) and the group's offsets partition (AddOffsetsToTxn),
+// writes no record, and ends (EndTxn). The coordinator writes that marker
+// to every partition: whatever was open there ends with it, and where
+// nothing was open the marker is a no-op. Nothing is written that a reader
+// sees, and every request is one the producer is allowed anyway: WRITE and
+// DESCRIBE on the transactional ID, WRITE on the topics, READ on the group.
+// The one right it does not use is the one it used to need: ALTER on the
+// cluster, for WriteTxnMarkers, which would let the worker's principal
+// create ACLs and reset other users' passwords.
+//
+// Commit or abort: the marker decides the orphan's fate, so it must be the
+// one the orphan's transaction was given. The guard reads the
+// coordinator's record of the last transaction (DescribeTransactions)
+// before the producer ID is loaded, since loading it may overwrite that
+// record. A last transaction that committed (CompleteCommit, or
+// PrepareCommit, which the coordinator completes as a commit) is ended with
+// COMMIT: its input offsets were committed, and aborting what it left open
+// on a partition would lose those records. Anything else is ended with
+// ABORT. The guard runs before the first produce of every session and after
+// every transaction that did not commit, so an orphan can only belong to
+// the last transaction; an orphan older than that (left while the guard was
+// off) is ended with the same marker.
+//
+// The cleanup transaction uses the protocol of transactions v1
+// (AddPartitionsToTxn from the client, EndTxn without an epoch bump), over a
+// short-lived client of its own: the producer's epoch stays what the
+// producer's client knows, and its next transaction (v1 or v2) goes on at
+// it.
 package txnguard
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"slices"
-	"sync/atomic"
+	"time"
 
+	"github.com/flakestream/flakestream/internal/kafkaacl"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
-// MetricName is the counter of aborted orphans, labelled by topic.
+// MetricName is the counter of orphaned transactions the guard saw before
+// it ended them, labelled by topic. It only counts on topics the
+// producer's principal may READ (DescribeProducers); the guard ends
+// orphans on the others too, unseen.
 const MetricName = "flakestream_txn_orphans_aborted_total"
 
-// ACLCommand is the ACL that lets principal User:X (replace X) run the
-// guard: ALTER on the cluster, which Kafka accepts for WriteTxnMarkers
-// (KIP-664) in place of the inter-broker CLUSTER_ACTION.
-const ACLCommand = "kafka-acls.sh --bootstrap-server BROKER --add --allow-principal User:X --operation Alter --cluster"
+// ConsumerOffsetsTopic is Kafka's topic of committed offsets. A partitions
+// map given to Check may name it; the guard ends an orphan there through
+// the group (AddOffsetsToTxn), never by topic.
+const ConsumerOffsetsTopic = "__consumer_offsets"
 
 var (
 	// ErrNotTransactional is returned by Check for a client without a
-	// transactional ID: only a transactional producer has orphans to find.
+	// transactional ID: only a transactional producer has orphans to end.
 	ErrNotTransactional = errors.New("txnguard: the client has no transactional ID")
 )
 
-// Abort is one orphaned transaction the guard aborted.
-type Abort struct {
-	Topic            string
-	Partition        int32
-	ProducerID       int64
-	Epoch            int16 // the orphan's epoch, as the partition reports it
-	CurrentEpoch     int16 // the producer's epoch when the guard ran
-	CoordinatorEpoch int32 // written into the marker, as the partition reports it
-	StartOffset      int64 // the first offset of the orphaned transaction
-
-	// Committed is set when the guard wrote a COMMIT marker, not an ABORT:
-	// the coordinator had committed the orphan's transaction (its last
-	// state is CompleteCommit at the epoch after the orphan's), and only
-	// the marker on this partition was lost. Aborting it would split a
-	// committed transaction: the partitions whose marker landed keep their
-	// records, the rest (with the input offsets) would be redone, and the
-	// redone records would be duplicates.
-	Committed bool
+// Orphan is an open transaction of the producer's own producer ID at an
+// older epoch, seen on a partition before the guard ended it.
+type Orphan struct {
+	Topic       string
+	Partition   int32
+	Epoch       int16 // the orphan's epoch, as the partition reports it
+	StartOffset int64 // the first offset of the orphaned transaction
 }
 
-// Guard finds and aborts orphaned transactions. A nil *Guard is a guard
-// turned off: its Check does nothing. A Guard is safe for concurrent use and
-// is meant to live as long as the process, across Kafka clients, so that its
-// permission warning is logged once.
+// Result is what one Check did.
+type Result struct {
+	ProducerID int64
+	Epoch      int16 // the producer's current epoch: the cleanup transaction's
+	// Commit is set when the cleanup ended with COMMIT (the coordinator's
+	// last transaction committed), not ABORT.
+	Commit bool
+	// CoordinatorState is the coordinator's state of the transactional ID
+	// before the producer ID was loaded ("" if it knew nothing of it).
+	CoordinatorState string
+	// Partitions is how many partitions the cleanup transaction added;
+	// Group is the group whose offsets partition it added ("" for none).
+	Partitions int
+	Group      string
+	// Orphans are the orphans seen before the cleanup ended them, on the
+	// topics the principal may READ.
+	Orphans []Orphan
+}
+
+// Marker is "COMMIT" or "ABORT".
+func (r Result) Marker() string {
+	if r.Commit {
+		return "COMMIT"
+	}
+	return "ABORT"
+}
+
+// Guard ends orphaned transactions. A nil *Guard is a guard turned off: its
+// Check does nothing. A Guard is safe for concurrent use and is meant to
+// live as long as the process, across Kafka clients.
 type Guard struct {
 	log     *slog.Logger
 	aborted *prometheus.CounterVec // nil: no metrics
-	warned  atomic.Bool
+	now     func() time.Time
 }
 
 // New returns a guard that logs to log (nil: discard) and registers its
@@ -87,11 +136,11 @@ func New(log *slog.Logger, reg prometheus.Registerer) (*Guard, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &Guard{log: log}
+	g := &Guard{log: log, now: time.Now}
 	if reg != nil {
 		c := prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricName,
-			Help: "Transactions the producer's own producer ID left open at an older epoch, untracked by the coordinator, that the orphan guard aborted with WriteTxnMarkers.",
+			Help: "Transactions the producer's own producer ID left open at an older epoch, which the orphan guard saw (on topics it may READ) and ended.",
 		}, []string{"topic"})
 		if err := reg.Register(c); err != nil {
 			are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err)
@@ -107,216 +156,251 @@ func New(log *slog.Logger, reg prometheus.Registerer) (*Guard, error) {
 	return g, nil
 }
 
-// Check aborts the orphaned transactions of cl's producer ID on partitions
-// (topic -> partitions; nil partitions means all of the topic's) and returns
-// them. Call it while cl has no transaction of its own open on those
-// partitions: before the first produce of a session and after every aborted
-// transaction.
+// Check ends every transaction cl's producer ID may have left open on
+// partitions (topic -> partitions; every partition the producer writes to)
+// and on the offsets partition of cl's consumer group, with one cleanup
+// transaction (see the package comment). Call it while cl has no
+// transaction of its own open: before the first produce of a session, and
+// after every transaction that did not commit.
 //
-// An orphan is an open transaction (DescribeProducers reports a start
-// offset) of cl's own producer ID at an epoch below cl's current one, on a
-// partition that the coordinator does not list in an open or completing
-// transaction of that producer ID. A transaction the coordinator still
-// tracks is left to it: it writes the marker itself, and aborting a
-// transaction it is committing would lose data.
-//
-// A missing permission (DescribeProducers needs READ on the topic,
-// DescribeTransactions DESCRIBE on the transactional ID, WriteTxnMarkers
-// ALTER or CLUSTER_ACTION on the cluster) is logged once as a warning and
-// Check returns nil, nil: the producer goes on as without the guard. Any
-// other failure is an error: the caller must not produce to a partition
-// that may hold an orphan, so it should abort and retry.
-func (g *Guard) Check(ctx context.Context, cl *kgo.Client, partitions map[string][]int32) ([]Abort, error) {
-	if g == nil || len(partitions) == 0 {
-		return nil, nil
+// Every error means the partitions may still hold an orphan, and the
+// caller must not produce: it should retry later. A missing permission
+// does not pass by retrying: it is an *AuthError (errors.Is matches the
+// Kafka error too), which the caller should treat as fatal.
+func (g *Guard) Check(ctx context.Context, cl *kgo.Client, partitions map[string][]int32) (Result, error) {
+	if g == nil {
+		return Result{}, nil
 	}
 	txnID, _ := cl.OptValue(kgo.TransactionalID).(string)
 	if txnID == "" {
-		return nil, ErrNotTransactional
+		return Result{}, ErrNotTransactional
+	}
+	group, _ := cl.OptValue(kgo.ConsumerGroup).(string)
+	parts := make(map[string][]int32, len(partitions))
+	for t, ps := range partitions {
+		if t != ConsumerOffsetsTopic && len(ps) > 0 {
+			parts[t] = slices.Sorted(slices.Values(ps))
+		}
 	}
 	if g.aborted != nil {
 		// Every checked topic's series exists from the first check, at 0,
 		// so that the counter is exported (and rate() works) before the
-		// first abort.
-		for t := range partitions {
+		// first orphan.
+		for t := range parts {
 			g.aborted.WithLabelValues(t)
 		}
 	}
 	adm := kadm.NewClient(cl)
 
-	// The coordinator's state is read before our producer ID is loaded:
+	// The coordinator's record is read before our producer ID is loaded:
 	// loading it may bump the epoch and overwrite the decision (commit or
 	// abort) of the transaction an orphan belongs to.
-	st, ok, err := g.coordinatorState(ctx, adm, txnID)
-	if err != nil || !ok {
-		return nil, err
+	st, err := coordinatorState(ctx, adm, txnID)
+	if err != nil {
+		return Result{}, err
 	}
 	pid, epoch, err := cl.ProducerID(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("txnguard: producer ID of %s: %w", txnID, err)
+		return Result{}, kafkaacl.Classify(fmt.Errorf("txnguard: producer ID of %s: %w", txnID, err), "InitProducerId", kafkaacl.Target{Type: kafkaacl.TransactionalID, Name: txnID, Operation: "WRITE"})
 	}
-	candidates, err := g.openOlder(ctx, adm, partitions, pid, epoch)
-	if err != nil || len(candidates) == 0 {
-		return nil, err
+	res := Result{ProducerID: pid, Epoch: epoch, Commit: lastCommitted(st, pid), CoordinatorState: st.State, Group: group}
+	for _, ps := range parts {
+		res.Partitions += len(ps)
 	}
-	return g.end(ctx, adm, txnID, st, epoch, candidates)
+	res.Orphans = g.seen(ctx, adm, parts, pid, epoch)
+	if res.Partitions == 0 && group == "" {
+		return res, nil
+	}
+	if err := g.cleanup(ctx, cl, txnID, pid, epoch, group, parts, res.Commit); err != nil {
+		return res, err
+	}
+	for _, o := range res.Orphans {
+		g.log.Warn("txnguard: ended an orphaned transaction of this producer: its coordinator had lost it, and the next commit would have exposed its records",
+			"marker", res.Marker(), "topic", o.Topic, "partition", o.Partition, "producer_id", pid, "epoch", o.Epoch,
+			"current_epoch", epoch, "start_offset", o.StartOffset, "transactional_id", txnID, "coordinator_state", st.State)
+		if g.aborted != nil {
+			g.aborted.WithLabelValues(o.Topic).Inc()
+		}
+	}
+	g.log.Debug("txnguard: ended whatever this producer had left open", "marker", res.Marker(), "partitions", res.Partitions,
+		"group", group, "producer_id", pid, "epoch", epoch, "transactional_id", txnID, "coordinator_state", st.State)
+	return res, nil
 }
 
-// coordinatorState is what the transaction coordinator says of txnID; ok
-// is false (with a nil error) when a missing permission turns the guard
-// off.
-func (g *Guard) coordinatorState(ctx context.Context, adm *kadm.Client, txnID string) (st kadm.DescribedTransaction, ok bool, err error) {
+// coordinatorState is what the transaction coordinator says of txnID (the
+// zero state if it knows nothing of it).
+func coordinatorState(ctx context.Context, adm *kadm.Client, txnID string) (kadm.DescribedTransaction, error) {
 	txns, err := adm.DescribeTransactions(ctx, txnID)
 	if err != nil {
-		if g.denied(err, "DescribeTransactions", "DESCRIBE on transactional ID "+txnID) {
-			return st, false, nil
-		}
-		return st, false, fmt.Errorf("txnguard: describe transaction %s: %w", txnID, err)
+		return kadm.DescribedTransaction{}, kafkaacl.Classify(fmt.Errorf("txnguard: describe transaction %s: %w", txnID, err),
+			"DescribeTransactions", kafkaacl.Target{Type: kafkaacl.TransactionalID, Name: txnID, Operation: "DESCRIBE"})
 	}
 	st, found := txns[txnID]
 	switch {
 	case !found:
-		return st, false, fmt.Errorf("txnguard: describe transaction %s: no answer for it", txnID)
+		return st, fmt.Errorf("txnguard: describe transaction %s: no answer for it", txnID)
 	case st.Err != nil && errors.Is(st.Err, kerr.TransactionalIDNotFound):
-		// The coordinator knows nothing of it: nothing is tracked.
+		return kadm.DescribedTransaction{TxnID: txnID}, nil
 	case st.Err != nil:
-		if g.denied(st.Err, "DescribeTransactions", "DESCRIBE on transactional ID "+txnID) {
-			return st, false, nil
-		}
-		return st, false, fmt.Errorf("txnguard: describe transaction %s: %w", txnID, st.Err)
+		return st, kafkaacl.Classify(fmt.Errorf("txnguard: describe transaction %s: %w", txnID, st.Err),
+			"DescribeTransactions", kafkaacl.Target{Type: kafkaacl.TransactionalID, Name: txnID, Operation: "DESCRIBE"})
 	}
-	return st, true, nil
+	return st, nil
 }
 
-// openOlder lists the partitions where producer pid has a transaction open
-// at an epoch older than epoch. One request per topic, so that a topic we
-// may not READ (often __consumer_offsets) is skipped with the warning and
-// the others are still checked.
-func (g *Guard) openOlder(ctx context.Context, adm *kadm.Client, partitions map[string][]int32, pid int64, epoch int16) ([]kadm.DescribedProducer, error) {
-	var candidates []kadm.DescribedProducer
-	for _, t := range slices.Sorted(maps.Keys(partitions)) {
-		described, err := adm.DescribeProducers(ctx, topicSet(t, partitions[t]))
+// lastCommitted reports whether the coordinator's last transaction of
+// producer pid committed: its state is CompleteCommit, or PrepareCommit
+// (loading the producer ID waits until the coordinator completes it).
+func lastCommitted(st kadm.DescribedTransaction, pid int64) bool {
+	return st.Err == nil && st.ProducerID == pid && (st.State == "CompleteCommit" || st.State == "PrepareCommit")
+}
+
+// seen lists the orphans of producer pid (open at an epoch below epoch) on
+// the topics the principal may READ; a topic it may not is skipped
+// silently: the cleanup ends its orphans all the same. Any other failure
+// only loses the report, never the cleanup.
+func (g *Guard) seen(ctx context.Context, adm *kadm.Client, parts map[string][]int32, pid int64, epoch int16) []Orphan {
+	var out []Orphan
+	for _, t := range slices.Sorted(maps.Keys(parts)) {
+		s := make(kadm.TopicsSet)
+		s.Add(t, parts[t]...)
+		described, err := adm.DescribeProducers(ctx, s)
 		if err != nil {
-			if g.denied(err, "DescribeProducers", "READ on topic "+t) {
-				continue
+			if !errors.Is(err, kerr.TopicAuthorizationFailed) {
+				g.log.Debug("txnguard: cannot list the producers of a topic; its orphans are ended unseen", "topic", t, "err", err)
 			}
-			return nil, fmt.Errorf("txnguard: describe producers of %s: %w", t, err)
+			continue
 		}
 		for _, dp := range described.SortedPartitions() {
-			if dp.Err != nil {
-				return nil, fmt.Errorf("txnguard: describe producers of %s[%d]: %w", dp.Topic, dp.Partition, dp.Err)
-			}
-			if p, ok := dp.ActiveProducers[pid]; ok && p.CurrentTxnStartOffset >= 0 && p.ProducerEpoch < epoch {
-				candidates = append(candidates, p)
+			if p, ok := dp.ActiveProducers[pid]; ok && dp.Err == nil && p.CurrentTxnStartOffset >= 0 && p.ProducerEpoch < epoch {
+				out = append(out, Orphan{Topic: dp.Topic, Partition: dp.Partition, Epoch: p.ProducerEpoch, StartOffset: p.CurrentTxnStartOffset})
 			}
 		}
 	}
-	return candidates, nil
+	return out
 }
 
-// end writes the marker that ends each candidate the coordinator no longer
-// tracks, logs it and counts it.
-func (g *Guard) end(ctx context.Context, adm *kadm.Client, txnID string, st kadm.DescribedTransaction, epoch int16, candidates []kadm.DescribedProducer) ([]Abort, error) {
-	var aborts []Abort
-	var errs []error
-	for _, p := range candidates {
-		if tracked(st, p) {
-			g.log.Info("txnguard: an older transaction of this producer is still open on a partition, but its coordinator tracks it and will finish it",
-				"topic", p.Topic, "partition", p.Partition, "producer_id", p.ProducerID, "epoch", p.ProducerEpoch,
-				"current_epoch", epoch, "coordinator_state", st.State)
-			continue
-		}
-		a := Abort{Topic: p.Topic, Partition: p.Partition, ProducerID: p.ProducerID, Epoch: p.ProducerEpoch,
-			CurrentEpoch: epoch, CoordinatorEpoch: p.CoordinatorEpoch, StartOffset: p.CurrentTxnStartOffset,
-			Committed: committed(st, p)}
-		err := g.abort(ctx, adm, a)
-		switch {
-		case err == nil:
-		case g.denied(err, "WriteTxnMarkers", "ALTER on the cluster"):
-			return aborts, nil
-		default:
-			errs = append(errs, err)
-			continue
-		}
-		g.log.Warn("txnguard: ended an orphaned transaction of this producer: its coordinator no longer tracked it, and the next commit would have exposed its records",
-			"marker", map[bool]string{false: "ABORT", true: "COMMIT"}[a.Committed], "topic", a.Topic, "partition", a.Partition, "producer_id", a.ProducerID, "epoch", a.Epoch,
-			"current_epoch", a.CurrentEpoch, "coordinator_epoch", a.CoordinatorEpoch, "start_offset", a.StartOffset,
-			"transactional_id", txnID, "coordinator_state", st.State)
-		if g.aborted != nil {
-			g.aborted.WithLabelValues(a.Topic).Inc()
-		}
-		aborts = append(aborts, a)
-	}
-	return aborts, errors.Join(errs...)
-}
+// concurrentWait bounds the wait for the coordinator to finish the
+// previous transaction's markers (CONCURRENT_TRANSACTIONS).
+const concurrentWait = 15 * time.Second
 
-func topicSet(t string, ps []int32) kadm.TopicsSet {
-	s := make(kadm.TopicsSet)
-	s.Add(t, ps...)
-	return s
-}
-
-// tracked reports whether the coordinator lists p's partition in a
-// transaction of p's producer ID that is open or being completed.
-func tracked(st kadm.DescribedTransaction, p kadm.DescribedProducer) bool {
-	if st.Err != nil || st.ProducerID != p.ProducerID {
-		return false
-	}
-	switch st.State {
-	case "Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence":
-	default:
-		return false
-	}
-	_, ok := st.Topics[p.Topic][p.Partition]
-	return ok
-}
-
-// committed reports whether the coordinator's last decision was to commit
-// p's transaction. With transactions v2 every transaction has an epoch of
-// its own and ends at the next one, so CompleteCommit at p's epoch + 1 is
-// the end of exactly p's transaction. Anything else (an abort, or a
-// decision already overwritten by a later transaction) aborts, as
-// kafka-transactions.sh abort does.
-func committed(st kadm.DescribedTransaction, p kadm.DescribedProducer) bool {
-	return st.Err == nil && st.ProducerID == p.ProducerID && st.State == "CompleteCommit" && st.ProducerEpoch == p.ProducerEpoch+1
-}
-
-// abort writes the marker that ends a's transaction on a's partition (ABORT
-// unless a.Committed), as kafka-transactions.sh abort does.
-func (g *Guard) abort(ctx context.Context, adm *kadm.Client, a Abort) error {
-	resp, err := adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{
-		ProducerID:       a.ProducerID,
-		ProducerEpoch:    a.Epoch,
-		Commit:           a.Committed,
-		CoordinatorEpoch: a.CoordinatorEpoch,
-		Topics:           kadm.TopicsSet{a.Topic: {a.Partition: {}}},
-	})
+// cleanup runs the cleanup transaction of producer pid at epoch: it adds
+// parts and group's offsets partition, and ends with COMMIT if commit, else
+// ABORT.
+func (g *Guard) cleanup(ctx context.Context, cl *kgo.Client, txnID string, pid int64, epoch int16, group string, parts map[string][]int32, commit bool) error {
+	raw, err := rawClient(cl)
 	if err != nil {
-		return fmt.Errorf("txnguard: abort producer %d epoch %d on %s[%d]: %w", a.ProducerID, a.Epoch, a.Topic, a.Partition, err)
+		return fmt.Errorf("txnguard: cleanup client: %w", err)
 	}
-	r, ok := resp[a.ProducerID].Topics[a.Topic].Partitions[a.Partition]
-	if !ok {
-		return fmt.Errorf("txnguard: abort producer %d epoch %d on %s[%d]: no answer for the partition", a.ProducerID, a.Epoch, a.Topic, a.Partition)
+	defer raw.Close()
+	if len(parts) > 0 {
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch = txnID, pid, epoch
+		for _, t := range slices.Sorted(maps.Keys(parts)) {
+			rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+			rt.Topic, rt.Partitions = t, parts[t]
+			req.Topics = append(req.Topics, rt)
+		}
+		if err := g.concurrent(ctx, func() error { return addPartitions(ctx, raw, req) }); err != nil {
+			return err
+		}
 	}
-	if r.Err != nil {
-		return fmt.Errorf("txnguard: abort producer %d epoch %d on %s[%d]: %w", a.ProducerID, a.Epoch, a.Topic, a.Partition, r.Err)
+	if group != "" {
+		req := kmsg.NewPtrAddOffsetsToTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = txnID, pid, epoch, group
+		err := g.concurrent(ctx, func() error {
+			resp, err := req.RequestWith(ctx, raw)
+			if err == nil {
+				err = kerr.ErrorForCode(resp.ErrorCode)
+			}
+			return err
+		})
+		if err != nil {
+			return kafkaacl.Classify(fmt.Errorf("txnguard: add the offsets of group %s to the cleanup transaction: %w", group, err), "AddOffsetsToTxn",
+				kafkaacl.Target{Type: kafkaacl.Group, Name: group, Operation: "READ"}, kafkaacl.Target{Type: kafkaacl.TransactionalID, Name: txnID, Operation: "WRITE"})
+		}
+	}
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = txnID, pid, epoch, commit
+	resp, err := end.RequestWith(ctx, raw)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		return kafkaacl.Classify(fmt.Errorf("txnguard: end the cleanup transaction of producer %d epoch %d: %w", pid, epoch, err), "EndTxn", kafkaacl.Target{Type: kafkaacl.TransactionalID, Name: txnID, Operation: "WRITE"})
 	}
 	return nil
 }
 
-// denied reports whether err is a missing permission, and logs the first
-// one as a warning with what to grant.
-func (g *Guard) denied(err error, request, need string) bool {
-	if !errors.Is(err, kerr.ClusterAuthorizationFailed) && !errors.Is(err, kerr.TopicAuthorizationFailed) &&
-		!errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
-		return false
+// addPartitions sends req and returns the first partition's error, if any.
+func addPartitions(ctx context.Context, raw *kgo.Client, req *kmsg.AddPartitionsToTxnRequest) error {
+	resp, err := req.RequestWith(ctx, raw)
+	if err != nil {
+		return kafkaacl.Classify(fmt.Errorf("txnguard: add partitions to the cleanup transaction: %w", err), "AddPartitionsToTxn", kafkaacl.Target{Type: kafkaacl.TransactionalID, Name: req.TransactionalID, Operation: "WRITE"})
 	}
-	if g.warned.CompareAndSwap(false, true) {
-		g.log.Warn("txnguard: the orphaned-transaction guard is not allowed to run and does nothing: "+
-			"a transaction a broker crash left open can then be exposed by the next commit. "+
-			"Grant the producer's principal ALTER on the cluster (and READ on its output topics), "+
-			"or turn the guard off with --orphan-guard=false to silence this",
-			"request", request, "needs", need, "err", err, "acl", ACLCommand)
+	var firstOther error
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			perr := kerr.ErrorForCode(p.ErrorCode)
+			switch {
+			case perr == nil, errors.Is(perr, kerr.OperationNotAttempted):
+				continue
+			case kafkaacl.Is(perr):
+				// A refusal ends the check at once: retrying cannot fix it.
+				return kafkaacl.Classify(fmt.Errorf("txnguard: add %s[%d] to the cleanup transaction: %w", t.Topic, p.Partition, perr), "AddPartitionsToTxn",
+					kafkaacl.Target{Type: kafkaacl.Topic, Name: t.Topic, Operation: "WRITE"}, kafkaacl.Target{Type: kafkaacl.TransactionalID, Name: req.TransactionalID, Operation: "WRITE"})
+			case firstOther == nil:
+				firstOther = fmt.Errorf("txnguard: add %s[%d] to the cleanup transaction: %w", t.Topic, p.Partition, perr)
+			}
+		}
 	}
-	return true
+	return firstOther
+}
+
+// concurrent runs try until it does not fail with CONCURRENT_TRANSACTIONS
+// (the coordinator is still writing the previous transaction's markers), up
+// to concurrentWait.
+func (g *Guard) concurrent(ctx context.Context, try func() error) error {
+	deadline := g.now().Add(concurrentWait)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		err := try()
+		if !errors.Is(err, kerr.ConcurrentTransactions) || !g.now().Before(deadline) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// rawClient is a client that reaches cl's brokers as cl does (addresses,
+// TLS, SASL, dialer), speaks the protocol of transactions v1 (so its EndTxn
+// does not bump the epoch that cl knows), and has no group, no
+// transactional ID and nothing to consume: the guard's requests name the
+// transactional ID themselves.
+func rawClient(cl *kgo.Client) (*kgo.Client, error) {
+	opts := []kgo.Opt{kgo.MaxVersions(kversion.V3_8_0())}
+	if seeds, ok := cl.OptValue(kgo.SeedBrokers).([]string); ok {
+		opts = append(opts, kgo.SeedBrokers(seeds...))
+	}
+	if id, ok := cl.OptValue(kgo.ClientID).(string); ok && id != "" {
+		opts = append(opts, kgo.ClientID(id))
+	}
+	if l, ok := cl.OptValue(kgo.WithLogger).(kgo.Logger); ok && l != nil {
+		opts = append(opts, kgo.WithLogger(l))
+	}
+	// franz-go takes a TLS configuration or a dialer, not both.
+	if tc, ok := cl.OptValue(kgo.DialTLSConfig).(*tls.Config); ok && tc != nil {
+		opts = append(opts, kgo.DialTLSConfig(tc.Clone()))
+	} else if d, ok := cl.OptValue(kgo.Dialer).(func(context.Context, string, string) (net.Conn, error)); ok && d != nil {
+		opts = append(opts, kgo.Dialer(d))
+	}
+	if ms, ok := cl.OptValue(kgo.SASL).([]sasl.Mechanism); ok && len(ms) > 0 {
+		opts = append(opts, kgo.SASL(ms...))
+	}
+	return kgo.NewClient(opts...)
 }

@@ -124,3 +124,24 @@ func TestSecureKafkaCluster(t *testing.T) {
 		got = fs.NumRecords()
 	}
 }
+
+// docs/security.md's ACL table parses, and gives every command of the data
+// path its rows and none of them a right on the cluster.
+func TestACLTable(t *testing.T) {
+	rows := ACLTable(t)
+	by := map[string]int{}
+	for _, r := range rows {
+		by[r.Command]++
+		if r.Resource == "cluster" && (r.Command == "run" || r.Command == "replay" || r.Command == "verify" || r.Command == "audit") {
+			t.Errorf("%s needs a right on the cluster: %+v", r.Command, r)
+		}
+	}
+	for _, c := range []string{"run", "replay", "verify", "audit"} {
+		if by[c] == 0 {
+			t.Errorf("no row for %s", c)
+		}
+	}
+	if _, err := parseACLTable("| command | resource | name | pattern | operations |\n|---|---|---|---|---|\n| run | topic | x | literal | FLY |\n"); err == nil {
+		t.Error("an unknown operation parsed")
+	}
+}
