@@ -13,10 +13,10 @@ import (
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/codec/schema"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/flakestream/flakestream/test/harness"
 	"github.com/flakestream/flakestream/test/testenv"
 	"github.com/moby/moby/api/types/container"
@@ -53,7 +53,7 @@ func TestContainersEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := pipeline.NewWorker(loop.Settings{Brokers: kafka.Addrs, Topics: []string{e.Input}, Group: e.Group, InstanceID: "containers", MaxPollRecords: 2000, TransactionTimeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}, pipeline.OutputTopic(e.Output), pipeline.DLQTopic(e.DLQ), pipeline.Numbers(g), pipeline.Codec(e.Codec))
+	w, err := pipeline.NewWorker(eos.Config{Brokers: kafka.Addrs, Topics: []string{e.Input}, Group: e.Group, InstanceID: "containers", MaxPollRecords: 2000, TransactionTimeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}, pipeline.OutputTopic(e.Output), pipeline.DLQTopic(e.DLQ), pipeline.Numbers(g), pipeline.Codec(e.Codec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestContainersAvro(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := pipeline.NewWorker(loop.Settings{Brokers: kafka.Addrs, Topics: []string{e.Input}, Group: e.Group, InstanceID: "containers-avro", TransactionTimeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}, pipeline.OutputTopic(e.Output), pipeline.DLQTopic(e.DLQ), pipeline.Numbers(g), pipeline.Codec(e.Codec), pipeline.Format(f))
+	w, err := pipeline.NewWorker(eos.Config{Brokers: kafka.Addrs, Topics: []string{e.Input}, Group: e.Group, InstanceID: "containers-avro", TransactionTimeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}, pipeline.OutputTopic(e.Output), pipeline.DLQTopic(e.DLQ), pipeline.Numbers(g), pipeline.Codec(e.Codec), pipeline.Format(f))
 	if err != nil {
 		t.Fatal(err)
 	}

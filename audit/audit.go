@@ -11,9 +11,8 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
-	"github.com/flakestream/flakestream/internal/eos"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -74,7 +73,7 @@ type Stats struct {
 // New validates the loop's settings s (Brokers and Topics are required;
 // Group defaults to DefaultGroup) and the auditor's options, and returns an
 // auditor. It does not connect; Run does.
-func New(s loop.Settings, opts ...Opt) (*Auditor, error) {
+func New(s eos.Config, opts ...Opt) (*Auditor, error) {
 	c := defaultCfg(s)
 	if err := eos.Configure(&c, opts, c.validate); err != nil {
 		return nil, err
@@ -137,7 +136,7 @@ func (a *Auditor) TransactionalID() string {
 // Run audits until ctx ends or a fatal error. A batch that fails for a
 // passing reason is aborted and retried with backoff; a fatal one (not
 // authorized, the audit topic missing, stdout closed) ends Run with an
-// error wrapping loop.ErrFatal or loop.ErrMissingTopic. After ctx ends, Run finishes
+// error wrapping eos.ErrFatal or eos.ErrMissingTopic. After ctx ends, Run finishes
 // or aborts the open transaction and leaves the group within the shutdown
 // timeout.
 func (a *Auditor) Run(ctx context.Context) error { return a.loop.Run(ctx) }
@@ -256,7 +255,7 @@ func (a *Auditor) writeLines(b *auditBatch) error {
 		_ = a.out.WriteByte('\n')
 	}
 	if err := a.out.Flush(); err != nil {
-		return fmt.Errorf("%w: write audit records to stdout: %w", loop.ErrFatal, err)
+		return fmt.Errorf("%w: write audit records to stdout: %w", eos.ErrFatal, err)
 	}
 	return nil
 }
@@ -291,7 +290,7 @@ func (a *Auditor) readValueNumbers(ctx context.Context, recs []*kgo.Record) erro
 			if errors.Is(err, codec.ErrUnavailable) || ctx.Err() != nil {
 				return fmt.Errorf("audit: read the number from the value of %s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err)
 			}
-			return fmt.Errorf("%w: audit: read the number from the value of %s[%d]@%d: %w", loop.ErrFatal, r.Topic, r.Partition, r.Offset, err)
+			return fmt.Errorf("%w: audit: read the number from the value of %s[%d]@%d: %w", eos.ErrFatal, r.Topic, r.Partition, r.Offset, err)
 		}
 		a.nums[r] = valueNum{n, ok && err == nil}
 	}
@@ -331,7 +330,7 @@ func (a *Auditor) readKeys(ctx context.Context, recs []*kgo.Record) error {
 			if errors.Is(err, codec.ErrUnavailable) || ctx.Err() != nil {
 				return fmt.Errorf("audit: read the order key of %s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err)
 			}
-			return fmt.Errorf("%w: audit: read the order key of %s[%d]@%d: %w", loop.ErrFatal, r.Topic, r.Partition, r.Offset, err)
+			return fmt.Errorf("%w: audit: read the order key of %s[%d]@%d: %w", eos.ErrFatal, r.Topic, r.Partition, r.Offset, err)
 		}
 		a.keys[r] = k // nil when the record has none
 	}

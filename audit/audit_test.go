@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/flakestream/flakestream/test/accounting"
 	"github.com/flakestream/flakestream/test/harness"
 	"github.com/flakestream/flakestream/test/pipetest"
@@ -26,7 +26,7 @@ import (
 
 // setLoop changes the loop's settings from a test's option list, so that
 // the helpers below can take a test's settings and options as one list.
-func setLoop(f func(*loop.Settings)) Opt { return func(c *cfg) { f(&c.eos.Settings) } }
+func setLoop(f func(*eos.Config)) Opt { return func(c *cfg) { f(&c.eos) } }
 
 // auditRun is an auditor running in a goroutine of the test.
 type auditRun struct {
@@ -37,7 +37,7 @@ type auditRun struct {
 // startAuditor runs an auditor on brokers until stop or the end of the test.
 func startAuditor(t testing.TB, brokers []string, opts ...Opt) *auditRun {
 	t.Helper()
-	s := loop.Settings{Brokers: brokers, TransactionTimeout: 5 * time.Second,
+	s := eos.Config{Brokers: brokers, TransactionTimeout: 5 * time.Second,
 		BackoffMin: 50 * time.Millisecond, BackoffMax: 500 * time.Millisecond, Logger: pipetest.Logger(t)}
 	a, err := New(s, append([]Opt{CatchUp(true, 20*time.Second)}, opts...)...)
 	if err != nil {
@@ -51,7 +51,7 @@ func (r *auditRun) stop(t testing.TB) { r.Stop(t) }
 // startWorker runs the worker that numbers e's input into e's output.
 func startWorker(t testing.TB, e *pipetest.Env) {
 	t.Helper()
-	w, err := pipeline.NewWorker(loop.Settings{Brokers: e.Kafka.Addrs, Topics: []string{e.Input}, Group: e.Group,
+	w, err := pipeline.NewWorker(eos.Config{Brokers: e.Kafka.Addrs, Topics: []string{e.Input}, Group: e.Group,
 		InstanceID: "w", TransactionTimeout: 5 * time.Second, Logger: pipetest.Logger(t)},
 		pipeline.OutputTopic(e.Out), pipeline.DLQTopic(e.DLQ), pipeline.Numbers(e.Generator(t, 1)), pipeline.Codec(e.Codec))
 	if err != nil {
@@ -201,7 +201,7 @@ func TestAuditEndToEnd(t *testing.T) {
 	pipetest.RequireExactlyOnce(t, rep)
 	var stdout harness.SyncBuffer
 	reg := prometheus.NewRegistry()
-	run := startAuditor(t, e.Kafka.Addrs, setLoop(func(s *loop.Settings) { s.Topics = []string{e.Out, third} }), Topic(auditTopic), setLoop(func(s *loop.Settings) { s.Group = third + "-audit"; s.InstanceID = "a" }), AllowedServers(1), Stdout(&stdout), setLoop(func(s *loop.Settings) { s.Registerer = reg }), func(c *cfg) { c.eos.LagEvery = 100 * time.Millisecond })
+	run := startAuditor(t, e.Kafka.Addrs, setLoop(func(s *eos.Config) { s.Topics = []string{e.Out, third} }), Topic(auditTopic), setLoop(func(s *eos.Config) { s.Group = third + "-audit"; s.InstanceID = "a" }), AllowedServers(1), Stdout(&stdout), setLoop(func(s *eos.Config) { s.Registerer = reg }), func(c *cfg) { c.eos.LagEvery = 100 * time.Millisecond })
 	total := int64(rep.Numbered + len(tp.recs))
 	waitAudited(t, total, run)
 	// Caught up, every partition lags by 0, the worker's 3 transactional
@@ -312,33 +312,33 @@ func counterValue(c prometheus.Counter) float64 {
 func TestAuditRefusesMissingTopic(t *testing.T) {
 	k := testenv.Kafka(t)
 	topic := k.NewTopic(t, 1)
-	a, err := New(loop.Settings{Brokers: k.Addrs, Topics: []string{topic}, TopicWait: loop.NoWait(300 * time.Millisecond)}, Topic(topic+".nope"))
+	a, err := New(eos.Config{Brokers: k.Addrs, Topics: []string{topic}, TopicWait: eos.NoWait(300 * time.Millisecond)}, Topic(topic+".nope"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Run(t.Context()); !errors.Is(err, loop.ErrMissingTopic) {
-		t.Fatalf("Run = %v, want loop.ErrMissingTopic naming the fix", err)
+	if err := a.Run(t.Context()); !errors.Is(err, eos.ErrMissingTopic) {
+		t.Fatalf("Run = %v, want eos.ErrMissingTopic naming the fix", err)
 	}
 }
 
 func TestNewAuditorValidates(t *testing.T) {
-	ok := loop.Settings{Brokers: []string{"x"}, Topics: []string{"in"}}
+	ok := eos.Config{Brokers: []string{"x"}, Topics: []string{"in"}}
 	cases := []struct {
 		name string
-		s    loop.Settings
+		s    eos.Config
 		opts []Opt
 		want error
 	}{
-		{"no brokers", loop.Settings{Topics: []string{"in"}}, nil, loop.ErrNoBrokers},
-		{"no input", loop.Settings{Brokers: []string{"x"}}, nil, loop.ErrNoInput},
-		{"audit topic is input", ok, []Opt{Topic("in")}, loop.ErrSameTopic},
-		{"bad layout", ok, []Opt{Layout(idgen.Layout{TimeBits: 41})}, loop.ErrBadConfig},
-		{"short window", ok, []Opt{DupWindow(time.Millisecond)}, loop.ErrBadConfig},
-		{"no entries", ok, []Opt{DupMaxEntries(0)}, loop.ErrBadConfig},
-		{"negative skew", ok, []Opt{MaxSkew(-time.Second)}, loop.ErrBadConfig},
-		{"server outside the layout", ok, []Opt{AllowedServers(1, 32)}, loop.ErrBadConfig},
-		{"worker outside the layout", ok, []Opt{AllowedWorkers(-1)}, loop.ErrBadConfig},
-		{"empty field", ok, []Opt{NumberField("")}, loop.ErrBadConfig},
+		{"no brokers", eos.Config{Topics: []string{"in"}}, nil, eos.ErrNoBrokers},
+		{"no input", eos.Config{Brokers: []string{"x"}}, nil, eos.ErrNoInput},
+		{"audit topic is input", ok, []Opt{Topic("in")}, eos.ErrSameTopic},
+		{"bad layout", ok, []Opt{Layout(idgen.Layout{TimeBits: 41})}, eos.ErrBadConfig},
+		{"short window", ok, []Opt{DupWindow(time.Millisecond)}, eos.ErrBadConfig},
+		{"no entries", ok, []Opt{DupMaxEntries(0)}, eos.ErrBadConfig},
+		{"negative skew", ok, []Opt{MaxSkew(-time.Second)}, eos.ErrBadConfig},
+		{"server outside the layout", ok, []Opt{AllowedServers(1, 32)}, eos.ErrBadConfig},
+		{"worker outside the layout", ok, []Opt{AllowedWorkers(-1)}, eos.ErrBadConfig},
+		{"empty field", ok, []Opt{NumberField("")}, eos.ErrBadConfig},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

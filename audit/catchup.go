@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/flakestream/flakestream/internal/eos"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

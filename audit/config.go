@@ -6,10 +6,9 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/loop"
 )
 
 // Opt configures an Auditor.
@@ -54,12 +53,12 @@ const (
 	DefaultCatchUpTimeout = time.Minute
 )
 
-func defaultCfg(s loop.Settings) cfg {
+func defaultCfg(s eos.Config) cfg {
 	if s.Group == "" {
 		s.Group = DefaultGroup
 	}
 	return cfg{
-		eos:            eos.Config{Settings: s, Name: "audit", MetricsNamespace: "flakestream_audit"},
+		eos:            func() eos.Config { s.Name, s.MetricsNamespace = "audit", "flakestream_audit"; return s }(),
 		layout:         idgen.DefaultLayout(),
 		field:          codec.DefaultField,
 		dupWindow:      DefaultDupWindow,
@@ -86,32 +85,32 @@ func (c *cfg) validate() error {
 		return err
 	}
 	if err := c.layout.Validate(); err != nil {
-		return fmt.Errorf("%w: layout: %w", loop.ErrBadConfig, err)
+		return fmt.Errorf("%w: layout: %w", eos.ErrBadConfig, err)
 	}
 	if c.field == "" {
-		return fmt.Errorf("%w: empty number field name", loop.ErrBadConfig)
+		return fmt.Errorf("%w: empty number field name", eos.ErrBadConfig)
 	}
 	if c.dupWindow < time.Second || c.dupWindow > 7*24*time.Hour {
-		return fmt.Errorf("%w: dup window %s: want 1s to 168h", loop.ErrBadConfig, c.dupWindow)
+		return fmt.Errorf("%w: dup window %s: want 1s to 168h", eos.ErrBadConfig, c.dupWindow)
 	}
 	if c.dupMaxEntries < 1 {
-		return fmt.Errorf("%w: dup max entries %d: want at least 1", loop.ErrBadConfig, c.dupMaxEntries)
+		return fmt.Errorf("%w: dup max entries %d: want at least 1", eos.ErrBadConfig, c.dupMaxEntries)
 	}
 	if c.maxSkew < 0 || c.maxLag < 0 {
-		return fmt.Errorf("%w: max skew %s, max lag %s: want 0 or more", loop.ErrBadConfig, c.maxSkew, c.maxLag)
+		return fmt.Errorf("%w: max skew %s, max lag %s: want 0 or more", eos.ErrBadConfig, c.maxSkew, c.maxLag)
 	}
 	for id := range c.servers {
 		if err := c.layout.CheckServer(id); err != nil {
-			return fmt.Errorf("%w: allowed servers: %w", loop.ErrBadConfig, err)
+			return fmt.Errorf("%w: allowed servers: %w", eos.ErrBadConfig, err)
 		}
 	}
 	for id := range c.workers {
 		if err := c.layout.CheckWorker(id); err != nil {
-			return fmt.Errorf("%w: allowed workers: %w", loop.ErrBadConfig, err)
+			return fmt.Errorf("%w: allowed workers: %w", eos.ErrBadConfig, err)
 		}
 	}
 	if c.recent < 1 {
-		return fmt.Errorf("%w: recent records %d: want at least 1", loop.ErrBadConfig, c.recent)
+		return fmt.Errorf("%w: recent records %d: want at least 1", eos.ErrBadConfig, c.recent)
 	}
 	if c.now == nil {
 		c.now = time.Now
@@ -126,7 +125,7 @@ func (c *cfg) validate() error {
 func Topic(t string) Opt { return func(c *cfg) { c.auditTopic = t } }
 
 // Layout sets the layout numbers are decoded with, overriding
-// idgen.DefaultLayout(). An invalid layout is loop.ErrBadConfig.
+// idgen.DefaultLayout(). An invalid layout is eos.ErrBadConfig.
 func Layout(l idgen.Layout) Opt { return func(c *cfg) { c.layout = l } }
 
 // NumberField sets the JSON field read when a record has no
@@ -176,7 +175,7 @@ func MaxLag(d time.Duration) Opt { return func(c *cfg) { c.maxLag = d } }
 
 // AllowedServers sets the server IDs that are expected; any other is
 // flagged "unknown_server". The default (none given) allows every ID. An
-// ID outside the layout's server field is loop.ErrBadConfig.
+// ID outside the layout's server field is eos.ErrBadConfig.
 func AllowedServers(ids ...int64) Opt {
 	return func(c *cfg) { c.servers = idSetOf(ids) }
 }

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -307,7 +307,7 @@ func FuzzDetector(f *testing.F) {
 // metrics and the live page, in batches of 10,000 records over 4
 // partitions.
 func BenchmarkAuditBatch(b *testing.B) {
-	a, err := New(loop.Settings{Brokers: []string{"x"}, Topics: []string{"t"}, InstanceID: "b"}, Topic("t.audit"))
+	a, err := New(eos.Config{Brokers: []string{"x"}, Topics: []string{"t"}, InstanceID: "b"}, Topic("t.audit"))
 	if err != nil {
 		b.Fatal(err)
 	}

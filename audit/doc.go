@@ -5,8 +5,8 @@
 // of the exactly-once loop) or to stdout (at least once), and serves the
 // live page and its metrics (Handlers).
 //
-// What it does not hold: numbering (pipeline), the loop's settings and the
-// errors it shares with the worker (pipeline/loop), the layouts it decodes
+// What it does not hold: numbering (pipeline), the loop, its configuration
+// and the errors it shares with the worker (eos), the layouts it decodes
 // with (idgen), and the exact reconciliation of a range of input against the
 // output (verify): the audit flags what it sees within its windows, verify
 // counts every order of a range. It has no flags: the command line is

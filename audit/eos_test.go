@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/flakestream/flakestream/test/harness"
 	"github.com/flakestream/flakestream/test/testenv"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -103,7 +103,7 @@ func TestAuditAbortedTransactionIsNotADuplicate(t *testing.T) {
 	failed := failFirstProduce(t, k, audit)
 	recs := cleanStream(t, topic, 3, 3000, time.Now().Add(-time.Second))
 	produceTo(t, k, recs...)
-	run := startAuditor(t, k.Addrs, setLoop(func(s *loop.Settings) { s.Topics = []string{topic} }), Topic(audit), setLoop(func(s *loop.Settings) { s.Group = topic + "-audit"; s.InstanceID = "a" }))
+	run := startAuditor(t, k.Addrs, setLoop(func(s *eos.Config) { s.Topics = []string{topic} }), Topic(audit), setLoop(func(s *eos.Config) { s.Group = topic + "-audit"; s.InstanceID = "a" }))
 	waitAudited(t, int64(len(recs)), run)
 	requireClean(t, k, audit, 3, len(recs))
 	if s := run.a.Stats(); !failed.Load() || s.Aborted == 0 || s.Anomalies["duplicate"] != 0 {
@@ -121,13 +121,13 @@ func TestAuditRebalance(t *testing.T) {
 	audit := topic + ".audit"
 	k.CreateTopic(t, audit, 6)
 	recs := cleanStream(t, topic, 6, 12000, time.Now().Add(-10*time.Second))
-	opts := []Opt{setLoop(func(s *loop.Settings) { s.Topics = []string{topic} }), Topic(audit), setLoop(func(s *loop.Settings) { s.Group = topic + "-audit"; s.MaxPollRecords = 300 })}
+	opts := []Opt{setLoop(func(s *eos.Config) { s.Topics = []string{topic} }), Topic(audit), setLoop(func(s *eos.Config) { s.Group = topic + "-audit"; s.MaxPollRecords = 300 })}
 	chunk := func(i int) { produceTo(t, k, recs[i*1000:(i+1)*1000]...); time.Sleep(100 * time.Millisecond) }
-	a := startAuditor(t, k.Addrs, append(opts, setLoop(func(s *loop.Settings) { s.InstanceID = "a" }))...)
+	a := startAuditor(t, k.Addrs, append(opts, setLoop(func(s *eos.Config) { s.InstanceID = "a" }))...)
 	for i := range 4 {
 		chunk(i)
 	}
-	b := startAuditor(t, k.Addrs, append(opts, setLoop(func(s *loop.Settings) { s.InstanceID = "b" }))...)
+	b := startAuditor(t, k.Addrs, append(opts, setLoop(func(s *eos.Config) { s.InstanceID = "b" }))...)
 	for i := 4; i < 8; i++ {
 		chunk(i)
 	}
@@ -157,7 +157,7 @@ func TestAuditCatchUpAfterRestart(t *testing.T) {
 			k.CreateTopic(t, audit, 2)
 			recs := cleanStream(t, topic, 2, 200, time.Now().Add(-2*time.Second))
 			produceTo(t, k, recs...)
-			opts := []Opt{setLoop(func(s *loop.Settings) { s.Topics = []string{topic} }), Topic(audit), setLoop(func(s *loop.Settings) { s.Group = topic + "-audit"; s.InstanceID = "a" }), CatchUp(on, 20*time.Second)}
+			opts := []Opt{setLoop(func(s *eos.Config) { s.Topics = []string{topic} }), Topic(audit), setLoop(func(s *eos.Config) { s.Group = topic + "-audit"; s.InstanceID = "a" }), CatchUp(on, 20*time.Second)}
 			first := startAuditor(t, k.Addrs, opts...)
 			waitAudited(t, 200, first)
 			first.stop(t)
@@ -197,7 +197,7 @@ func TestAuditStdoutOnly(t *testing.T) {
 	recs := cleanStream(t, topic, 2, 500, time.Now().Add(-time.Second))
 	produceTo(t, k, recs...)
 	var out harness.SyncBuffer
-	opts := []Opt{setLoop(func(s *loop.Settings) { s.Topics = []string{topic}; s.Group = topic + "-audit" }), Stdout(&out)}
+	opts := []Opt{setLoop(func(s *eos.Config) { s.Topics = []string{topic}; s.Group = topic + "-audit" }), Stdout(&out)}
 	run := startAuditor(t, k.Addrs, opts...)
 	waitAudited(t, 500, run)
 	run.stop(t)

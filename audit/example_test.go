@@ -8,15 +8,15 @@ import (
 	"os/signal"
 
 	"github.com/flakestream/flakestream/audit"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/pipeline/loop"
 )
 
 // An auditor that decodes every number of "orders.numbered" and writes an
 // audit record for each to "orders.numbered.audit", exactly once, until
 // Ctrl-C. (It needs a broker, so this example is compiled, not run.)
 func ExampleNew() {
-	s := loop.Settings{Brokers: []string{"127.0.0.1:9092"}, Topics: []string{"orders.numbered"}} // Group: audit.DefaultGroup
+	s := eos.Config{Brokers: []string{"127.0.0.1:9092"}, Topics: []string{"orders.numbered"}} // Group: audit.DefaultGroup
 	a, err := audit.New(s, audit.Topic("orders.numbered.audit"), audit.Layout(idgen.DefaultLayout()), audit.AllowedServers(1))
 	if err != nil {
 		log.Fatal(err)

@@ -13,9 +13,9 @@ import (
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/codec/schema"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/flakestream/flakestream/test/accounting"
 	"github.com/flakestream/flakestream/test/testenv"
 	"github.com/hamba/avro/v2"
@@ -93,7 +93,7 @@ func TestAuditAvroValueNumbers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := startAuditor(t, k.Addrs, setLoop(func(s *loop.Settings) { s.Topics = []string{topic} }), Topic(auditTopic), setLoop(func(s *loop.Settings) { s.Group = topic + "-audit"; s.InstanceID = "a" }), Layout(l), Format(read), CreateTopic())
+	run := startAuditor(t, k.Addrs, setLoop(func(s *eos.Config) { s.Topics = []string{topic} }), Topic(auditTopic), setLoop(func(s *eos.Config) { s.Group = topic + "-audit"; s.InstanceID = "a" }), Layout(l), Format(read), CreateTopic())
 	if !accounting.WaitFor(20*time.Second, func() bool { return errors.Is(run.a.Ready(), codec.ErrUnavailable) }) {
 		t.Fatalf("Ready() = %v during the registry outage, want codec.ErrUnavailable", run.a.Ready())
 	}
@@ -195,7 +195,7 @@ message Order {
 			if err != nil {
 				t.Fatal(err)
 			}
-			run := startAuditor(t, k.Addrs, setLoop(func(s *loop.Settings) { s.Topics = []string{topic} }), Topic(auditTopic), setLoop(func(s *loop.Settings) { s.Group = topic + "-audit"; s.InstanceID = "a" }), Layout(l), Format(read), Key(pipeline.KeySpec{Field: "ref"}))
+			run := startAuditor(t, k.Addrs, setLoop(func(s *eos.Config) { s.Topics = []string{topic} }), Topic(auditTopic), setLoop(func(s *eos.Config) { s.Group = topic + "-audit"; s.InstanceID = "a" }), Layout(l), Format(read), Key(pipeline.KeySpec{Field: "ref"}))
 			waitAudited(t, 4, run)
 			run.stop(t)
 			got := readAudit(t, k, auditTopic, 1)

@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/flakestream/flakestream/test/accounting"
 	"github.com/flakestream/flakestream/test/pipetest"
 	"github.com/flakestream/flakestream/test/testenv"
@@ -77,7 +77,7 @@ func TestAuditRenumberedEndToEnd(t *testing.T) {
 	}
 	produceTo(t, e.Kafka, injected...)
 
-	run := startAuditor(t, e.Kafka.Addrs, setLoop(func(s *loop.Settings) { s.Topics = []string{e.Out} }), Topic(auditTopic), setLoop(func(s *loop.Settings) { s.Group = e.Out + "-audit"; s.InstanceID = "a" }), AllowedServers(1), Key(pipeline.KeySpec{Field: "order_ref"}))
+	run := startAuditor(t, e.Kafka.Addrs, setLoop(func(s *eos.Config) { s.Topics = []string{e.Out} }), Topic(auditTopic), setLoop(func(s *eos.Config) { s.Group = e.Out + "-audit"; s.InstanceID = "a" }), AllowedServers(1), Key(pipeline.KeySpec{Field: "order_ref"}))
 	waitAudited(t, 203, run)
 	run.stop(t)
 	got := readAudit(t, e.Kafka, auditTopic, 2)
@@ -153,7 +153,7 @@ func renumberedLive(t *testing.T, k *testenv.KafkaCluster) {
 			Value: codec.AppendSource(nil, "orders", r.Partition, int64(i/2))})
 	}
 	produceTo(t, k, recs...)
-	run := startAuditor(t, k.Addrs, setLoop(func(s *loop.Settings) { s.Topics = []string{topic} }), Topic(auditTopic), setLoop(func(s *loop.Settings) { s.Group = topic + "-audit"; s.InstanceID = "live" }))
+	run := startAuditor(t, k.Addrs, setLoop(func(s *eos.Config) { s.Topics = []string{topic} }), Topic(auditTopic), setLoop(func(s *eos.Config) { s.Group = topic + "-audit"; s.InstanceID = "live" }))
 	waitAudited(t, 100, run)
 	if s := run.a.Stats(); s.Clean != 100 {
 		t.Fatalf("stats %+v: want 100 clean", s)

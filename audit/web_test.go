@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/flakestream/flakestream/test/browsertest"
 	"github.com/flakestream/flakestream/test/pipetest"
 	"github.com/flakestream/flakestream/test/testenv"
@@ -36,7 +36,7 @@ func artifactDir(t *testing.T) string {
 // The page is served from the binary with a policy that forbids anything
 // from elsewhere, and the summary it polls is JSON.
 func TestAuditPageServes(t *testing.T) {
-	a, err := New(loop.Settings{Brokers: []string{"127.0.0.1:1"}, Topics: []string{"orders.numbered"}})
+	a, err := New(eos.Config{Brokers: []string{"127.0.0.1:1"}, Topics: []string{"orders.numbered"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestAuditLivePage(t *testing.T) {
 	audit := topic + ".audit"
 	k.CreateTopic(t, audit, 2)
 	reg := prometheus.NewRegistry()
-	run := startAuditor(t, k.Addrs, setLoop(func(s *loop.Settings) { s.Topics = []string{topic} }), Topic(audit), setLoop(func(s *loop.Settings) { s.Group = topic + "-audit"; s.InstanceID = "page" }), AllowedServers(1), setLoop(func(s *loop.Settings) { s.Registerer = reg }))
+	run := startAuditor(t, k.Addrs, setLoop(func(s *eos.Config) { s.Topics = []string{topic} }), Topic(audit), setLoop(func(s *eos.Config) { s.Group = topic + "-audit"; s.InstanceID = "page" }), AllowedServers(1), setLoop(func(s *eos.Config) { s.Registerer = reg }))
 	addr, err := pipeline.Serve(t.Context(), "127.0.0.1:0", reg, run.a.Ready, run.a.Handlers(), pipetest.Logger(t))
 	if err != nil {
 		t.Fatal(err)

@@ -11,9 +11,9 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/codec/schema"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/orders"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -53,13 +53,13 @@ func BenchmarkWorkerKfake(b *testing.B) {
 			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 				b.Fatal(err)
 			}
-			opts := []Opt{setLoop(func(s *loop.Settings) { s.Brokers = c.ListenAddrs(); s.Topics = []string{in} }), OutputTopic(in + ".out"), setLoop(func(s *loop.Settings) {
+			opts := []Opt{setLoop(func(s *eos.Config) { s.Brokers = c.ListenAddrs(); s.Topics = []string{in} }), OutputTopic(in + ".out"), setLoop(func(s *eos.Config) {
 				s.Group = fmt.Sprintf("g-%d", b.N)
 				s.InstanceID = "b"
 				s.Logger = slog.New(slog.DiscardHandler)
 			})}
 			opts = append(opts, Numbers(g))
-			w, err := NewWorker(loop.Settings{}, opts...)
+			w, err := NewWorker(eos.Config{}, opts...)
 			if err != nil {
 				b.Fatal(err)
 			}

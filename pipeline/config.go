@@ -8,9 +8,8 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/internal/eos"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -58,9 +57,9 @@ type cfg struct {
 	maxProduceBytes int32
 }
 
-func defaultCfg(s loop.Settings) cfg {
+func defaultCfg(s eos.Config) cfg {
 	return cfg{
-		eos:           eos.Config{Settings: s, Name: "worker", TopUpWait: DefaultTopUpWait},
+		eos:           func() eos.Config { s.Name, s.TopUpWait = "worker", DefaultTopUpWait; return s }(),
 		start:         DefaultStartOffset,
 		maxBuffered:   DefaultMaxBufferedRecords,
 		fetchMaxBytes: DefaultFetchMaxBytes,
@@ -82,7 +81,7 @@ func (c *cfg) validate() error {
 		return fmt.Errorf("%w: no key store", ErrIdempotencyKey)
 	}
 	if n := c.maxProduceBytes; n != 0 && (n < MinDLQBytes || n > ProduceBytesCap) {
-		return fmt.Errorf("%w: max produce bytes %d: want 0 (each topic's own limit) or %d to %d", loop.ErrBadConfig, n, MinDLQBytes, ProduceBytesCap)
+		return fmt.Errorf("%w: max produce bytes %d: want 0 (each topic's own limit) or %d to %d", eos.ErrBadConfig, n, MinDLQBytes, ProduceBytesCap)
 	}
 	if c.parallelism < 1 {
 		c.parallelism = 1
@@ -115,11 +114,11 @@ func (c *cfg) validateLoop() error {
 		return err
 	}
 	if c.start != StartEarliest && c.start != StartLatest {
-		return fmt.Errorf("%w: start offset %q: want earliest or latest", loop.ErrBadConfig, c.start)
+		return fmt.Errorf("%w: start offset %q: want earliest or latest", eos.ErrBadConfig, c.start)
 	}
 	e.StartAtEnd = c.start == StartLatest
 	if e.MaxPollRecords < 1 || c.maxBuffered < e.MaxPollRecords {
-		return fmt.Errorf("%w: max poll records %d, max buffered records %d: want 1 <= poll <= buffered", loop.ErrBadConfig, e.MaxPollRecords, c.maxBuffered)
+		return fmt.Errorf("%w: max poll records %d, max buffered records %d: want 1 <= poll <= buffered", eos.ErrBadConfig, e.MaxPollRecords, c.maxBuffered)
 	}
 	e.ClientOpts = append([]kgo.Opt{
 		kgo.FetchMaxBytes(c.fetchMaxBytes),
@@ -132,7 +131,7 @@ func (c *cfg) validateLoop() error {
 // LoopConfig returns the eos loop that s and opts describe, and the output
 // topic, for a step that runs with the worker's Kafka settings instead of
 // the worker (the bench's baselines). Numbers is not needed.
-func LoopConfig(s loop.Settings, opts ...Opt) (eos.Config, string, error) {
+func LoopConfig(s eos.Config, opts ...Opt) (eos.Config, string, error) {
 	c := defaultCfg(s)
 	if err := eos.Configure(&c, opts, c.validateLoop); err != nil {
 		return eos.Config{}, "", err
@@ -165,5 +164,5 @@ func formatError(err error) error {
 	if errors.Is(err, codec.ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err // Process wraps it in ErrNumbering
 	}
-	return fmt.Errorf("%w: %w", loop.ErrFatal, err)
+	return fmt.Errorf("%w: %w", eos.ErrFatal, err)
 }

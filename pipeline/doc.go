@@ -8,14 +8,14 @@
 // It holds the Worker and its options, the idempotency store's wiring
 // (Idempotency, KeySpec), the worker's metrics and its HTTP endpoints
 // (Serve: /metrics, /healthz, /readyz), and Lanes (several workers in one
-// process). A service that embeds the numbering passes the loop's settings
-// (pipeline/loop.Settings: brokers, topics, group) and an idgen.Generator
+// process). A service that embeds the numbering passes the loop's
+// configuration (eos.Config: brokers, topics, group) and an idgen.Generator
 // (Numbers) to NewWorker and calls Run; see the example.
 //
 // What it does not hold: the numbers themselves (idgen: layouts, the Redis
-// sequencer), the byte-level codecs (codec, codec/schema), the loop's
-// settings and the errors every product shares (pipeline/loop), the
-// exactly-once loop it is a step of (internal/eos, shared with the audit), the audit
+// sequencer), the byte-level codecs (codec, codec/schema), the
+// exactly-once loop it is a step of, with the configuration and the errors
+// every product shares (eos, shared with the audit), the audit
 // consumer (audit), bounded replays (replay), and the
 // reconciliation of input against output (verify). It has no flags: the
 // command line is internal/cli.

@@ -6,9 +6,9 @@ import (
 	"os"
 	"os/signal"
 
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -27,7 +27,7 @@ func ExampleNewWorker() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	s := loop.Settings{Brokers: []string{"127.0.0.1:9092"}, Topics: []string{"orders"}, Group: "flakestream"}
+	s := eos.Config{Brokers: []string{"127.0.0.1:9092"}, Topics: []string{"orders"}, Group: "flakestream"}
 	w, err := pipeline.NewWorker(s, pipeline.OutputTopic("orders.numbered"), pipeline.Numbers(gen))
 	if err != nil {
 		log.Fatal(err)

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/internal/orders"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/flakestream/flakestream/test/accounting"
 	"github.com/flakestream/flakestream/test/pipetest"
 )
@@ -29,9 +29,9 @@ func produceInChunks(t *testing.T, e *pipetest.Env, n, chunk int, pause time.Dur
 // is still exactly once.
 func TestWorkerRebalance(t *testing.T) {
 	e := pipetest.NewEnv(t, 6)
-	a := start(t, e, "a", setLoop(func(s *loop.Settings) { s.MaxPollRecords = 500 }))
+	a := start(t, e, "a", setLoop(func(s *eos.Config) { s.MaxPollRecords = 500 }))
 	produceInChunks(t, e, 6000, 1000, 100*time.Millisecond, orders.Mix{BadPerMille: 5})
-	b := start(t, e, "b", setLoop(func(s *loop.Settings) { s.MaxPollRecords = 500 }))
+	b := start(t, e, "b", setLoop(func(s *eos.Config) { s.MaxPollRecords = 500 }))
 	produceInChunks(t, e, 6000, 1000, 100*time.Millisecond, orders.Mix{BadPerMille: 5})
 	a.stop(t)
 	produceInChunks(t, e, 6000, 1000, 100*time.Millisecond, orders.Mix{BadPerMille: 5})
@@ -55,7 +55,7 @@ func TestWorkerRedisOutage(t *testing.T) {
 	if !e.Redis.CanRestart() {
 		t.Skipf("cannot stop a %s Redis", e.Redis.Kind)
 	}
-	wk := start(t, e, "a", setLoop(func(s *loop.Settings) { s.MaxPollRecords = 500 }))
+	wk := start(t, e, "a", setLoop(func(s *eos.Config) { s.MaxPollRecords = 500 }))
 	produceInChunks(t, e, 3000, 1000, 50*time.Millisecond, orders.Mix{})
 	if !accounting.WaitFor(30*time.Second, func() bool { return wk.w.Stats().In >= 3000 }) {
 		t.Fatalf("worker did not catch up before the outage: %+v", wk.w.Stats())
@@ -138,34 +138,34 @@ func TestWorkerStartLatest(t *testing.T) {
 
 func TestWorkerRefusesMissingOutputTopic(t *testing.T) {
 	e := pipetest.NewEnv(t, 1)
-	w, err := NewWorker(loop.Settings{Brokers: e.Kafka.Addrs, Topics: []string{e.Input}, Group: "g", TopicWait: loop.NoWait(300 * time.Millisecond)}, OutputTopic(e.Input+".nope"), Numbers(e.Generator(t, 1)))
+	w, err := NewWorker(eos.Config{Brokers: e.Kafka.Addrs, Topics: []string{e.Input}, Group: "g", TopicWait: eos.NoWait(300 * time.Millisecond)}, OutputTopic(e.Input+".nope"), Numbers(e.Generator(t, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	if err := w.Run(ctx); !errors.Is(err, loop.ErrMissingTopic) {
-		t.Fatalf("Run = %v, want loop.ErrMissingTopic naming the fix", err)
+	if err := w.Run(ctx); !errors.Is(err, eos.ErrMissingTopic) {
+		t.Fatalf("Run = %v, want eos.ErrMissingTopic naming the fix", err)
 	}
 }
 
 func TestNewWorkerValidates(t *testing.T) {
-	ok := loop.Settings{Brokers: []string{"x"}, Topics: []string{"a"}, Group: "g"}
-	with := func(f func(*loop.Settings)) loop.Settings { s := ok; f(&s); return s }
+	ok := eos.Config{Brokers: []string{"x"}, Topics: []string{"a"}, Group: "g"}
+	with := func(f func(*eos.Config)) eos.Config { s := ok; f(&s); return s }
 	cases := []struct {
 		name string
-		s    loop.Settings
+		s    eos.Config
 		opts []Opt
 		want error
 	}{
-		{"no brokers", with(func(s *loop.Settings) { s.Brokers = nil }), []Opt{OutputTopic("b"), Numbers(nopNumberer{})}, loop.ErrNoBrokers},
-		{"no input", with(func(s *loop.Settings) { s.Topics = nil }), []Opt{OutputTopic("b"), Numbers(nopNumberer{})}, loop.ErrNoInput},
+		{"no brokers", with(func(s *eos.Config) { s.Brokers = nil }), []Opt{OutputTopic("b"), Numbers(nopNumberer{})}, eos.ErrNoBrokers},
+		{"no input", with(func(s *eos.Config) { s.Topics = nil }), []Opt{OutputTopic("b"), Numbers(nopNumberer{})}, eos.ErrNoInput},
 		{"no output", ok, []Opt{Numbers(nopNumberer{})}, ErrNoOutput},
-		{"no group", with(func(s *loop.Settings) { s.Group = "" }), []Opt{OutputTopic("b"), Numbers(nopNumberer{})}, loop.ErrNoGroup},
+		{"no group", with(func(s *eos.Config) { s.Group = "" }), []Opt{OutputTopic("b"), Numbers(nopNumberer{})}, eos.ErrNoGroup},
 		{"no numberer", ok, []Opt{OutputTopic("b")}, ErrNoNumberer},
-		{"output is input", ok, []Opt{OutputTopic("a"), Numbers(nopNumberer{})}, loop.ErrSameTopic},
-		{"bad start", ok, []Opt{OutputTopic("b"), Numbers(nopNumberer{}), Start("middle")}, loop.ErrBadConfig},
-		{"short txn timeout", with(func(s *loop.Settings) { s.TransactionTimeout = time.Millisecond }), []Opt{OutputTopic("b"), Numbers(nopNumberer{})}, loop.ErrBadConfig},
-		{"backoff max below min", with(func(s *loop.Settings) { s.BackoffMin, s.BackoffMax = time.Second, time.Millisecond }), []Opt{OutputTopic("b"), Numbers(nopNumberer{})}, loop.ErrBadConfig},
+		{"output is input", ok, []Opt{OutputTopic("a"), Numbers(nopNumberer{})}, eos.ErrSameTopic},
+		{"bad start", ok, []Opt{OutputTopic("b"), Numbers(nopNumberer{}), Start("middle")}, eos.ErrBadConfig},
+		{"short txn timeout", with(func(s *eos.Config) { s.TransactionTimeout = time.Millisecond }), []Opt{OutputTopic("b"), Numbers(nopNumberer{})}, eos.ErrBadConfig},
+		{"backoff max below min", with(func(s *eos.Config) { s.BackoffMin, s.BackoffMax = time.Second, time.Millisecond }), []Opt{OutputTopic("b"), Numbers(nopNumberer{})}, eos.ErrBadConfig},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -174,7 +174,7 @@ func TestNewWorkerValidates(t *testing.T) {
 			}
 		})
 	}
-	w, err := NewWorker(loop.Settings{Brokers: []string{"x"}, Topics: []string{"in"}, Group: "g", InstanceID: "pod-7"}, OutputTopic("out"), Numbers(nopNumberer{}))
+	w, err := NewWorker(eos.Config{Brokers: []string{"x"}, Topics: []string{"in"}, Group: "g", InstanceID: "pod-7"}, OutputTopic("out"), Numbers(nopNumberer{}))
 	if err != nil || w.TransactionalID() != "flakestream-g-pod-7" || w.cfg.dlq != "in.dlq" {
 		t.Fatalf("defaults: %v %q %q", err, w.TransactionalID(), w.cfg.dlq)
 	}

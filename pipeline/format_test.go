@@ -16,7 +16,7 @@ import (
 	"github.com/bufbuild/protocompile"
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/codec/schema"
-	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/test/accounting"
 	"github.com/flakestream/flakestream/test/pipetest"
 	"github.com/hamba/avro/v2"
@@ -354,15 +354,15 @@ func TestWorkerIncompatibleOutputSchemaIsFatal(t *testing.T) {
 	r.failBody = `{"error_code":409,"message":"Schema being registered is incompatible with an earlier schema for subject"}`
 	r.failPost.Store(http.StatusConflict)
 	f := r.format(t, e, codec.ValueAvro)
-	w, err := NewWorker(loop.Settings{Brokers: e.Kafka.Addrs, Topics: []string{e.Input}, Group: e.Group, InstanceID: "incompat", TransactionTimeout: 5 * time.Second, BackoffMin: 50 * time.Millisecond, BackoffMax: 500 * time.Millisecond, Logger: pipetest.Logger(t)}, OutputTopic(e.Out), DLQTopic(e.DLQ), Numbers(e.Generator(t, 1)), Codec(e.Codec), Format(f))
+	w, err := NewWorker(eos.Config{Brokers: e.Kafka.Addrs, Topics: []string{e.Input}, Group: e.Group, InstanceID: "incompat", TransactionTimeout: 5 * time.Second, BackoffMin: 50 * time.Millisecond, BackoffMax: 500 * time.Millisecond, Logger: pipetest.Logger(t)}, OutputTopic(e.Out), DLQTopic(e.DLQ), Numbers(e.Generator(t, 1)), Codec(e.Codec), Format(f))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err = w.Run(ctx)
-	if !errors.Is(err, loop.ErrFatal) || !errors.Is(err, schema.ErrIncompatible) {
-		t.Fatalf("Run = %v, want loop.ErrFatal wrapping schema.ErrIncompatible", err)
+	if !errors.Is(err, eos.ErrFatal) || !errors.Is(err, schema.ErrIncompatible) {
+		t.Fatalf("Run = %v, want eos.ErrFatal wrapping schema.ErrIncompatible", err)
 	}
 	msg := err.Error()
 	t.Logf("Run: %s", msg)

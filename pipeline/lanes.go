@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -36,9 +36,9 @@ type Lanes struct {
 const DefaultLanes = 1
 
 // NewLanes validates the settings and options and returns n lanes (n >= 1).
-func NewLanes(n int, s loop.Settings, opts ...Opt) (*Lanes, error) {
+func NewLanes(n int, s eos.Config, opts ...Opt) (*Lanes, error) {
 	if n < 1 {
-		return nil, fmt.Errorf("%w: lanes %d: want at least 1", loop.ErrBadConfig, n)
+		return nil, fmt.Errorf("%w: lanes %d: want at least 1", eos.ErrBadConfig, n)
 	}
 	if n == 1 {
 		w, err := NewWorker(s, opts...)
@@ -48,7 +48,7 @@ func NewLanes(n int, s loop.Settings, opts ...Opt) (*Lanes, error) {
 		return &Lanes{workers: []*Worker{w}}, nil
 	}
 	if s.InstanceID == "" {
-		s.InstanceID = loop.DefaultInstanceID() // the default, which the lanes suffix
+		s.InstanceID = eos.DefaultInstanceID() // the default, which the lanes suffix
 	}
 	ls := &Lanes{workers: make([]*Worker, n)}
 	for i := range n {

@@ -6,15 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/internal/orders"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/flakestream/flakestream/test/pipetest"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 func startLanes(t *testing.T, e *pipetest.Env, n int, instance string, reg prometheus.Registerer) (*Lanes, *pipetest.Running) {
 	t.Helper()
-	ls, err := NewLanes(n, loop.Settings{Brokers: e.Kafka.Addrs, Topics: []string{e.Input}, Group: e.Group, InstanceID: instance, TransactionTimeout: 5 * time.Second, BackoffMin: 50 * time.Millisecond, BackoffMax: 500 * time.Millisecond, Logger: pipetest.Logger(t), Registerer: reg}, OutputTopic(e.Out), DLQTopic(e.DLQ), Numbers(e.Generator(t, 1)), Codec(e.Codec))
+	ls, err := NewLanes(n, eos.Config{Brokers: e.Kafka.Addrs, Topics: []string{e.Input}, Group: e.Group, InstanceID: instance, TransactionTimeout: 5 * time.Second, BackoffMin: 50 * time.Millisecond, BackoffMax: 500 * time.Millisecond, Logger: pipetest.Logger(t), Registerer: reg}, OutputTopic(e.Out), DLQTopic(e.DLQ), Numbers(e.Generator(t, 1)), Codec(e.Codec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,25 +108,25 @@ func waitFor(t *testing.T, d time.Duration, ok func() bool) {
 // is a configuration error, and a lane's bad option fails NewLanes.
 func TestLanesConfig(t *testing.T) {
 	e := pipetest.NewEnv(t, 1)
-	base := []Opt{setLoop(func(s *loop.Settings) { s.Brokers = e.Kafka.Addrs; s.Topics = []string{e.Input} }), OutputTopic(e.Out), setLoop(func(s *loop.Settings) { s.Group = "g"; s.InstanceID = "x" }), Numbers(e.Generator(t, 1))}
-	one, err := NewLanes(1, loop.Settings{}, base...)
+	base := []Opt{setLoop(func(s *eos.Config) { s.Brokers = e.Kafka.Addrs; s.Topics = []string{e.Input} }), OutputTopic(e.Out), setLoop(func(s *eos.Config) { s.Group = "g"; s.InstanceID = "x" }), Numbers(e.Generator(t, 1))}
+	one, err := NewLanes(1, eos.Config{}, base...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := one.Workers()[0].TransactionalID(); got != "flakestream-g-x" {
 		t.Fatalf("one lane's transactional ID %q, want flakestream-g-x", got)
 	}
-	two, err := NewLanes(2, loop.Settings{}, append(base, setLoop(func(s *loop.Settings) { s.TransactionalID = "tx" }))...)
+	two, err := NewLanes(2, eos.Config{}, append(base, setLoop(func(s *eos.Config) { s.TransactionalID = "tx" }))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := two.Workers()[1].TransactionalID(); got != "tx-1" {
 		t.Fatalf("lane 1 of a given transactional ID: %q, want tx-1", got)
 	}
-	if _, err := NewLanes(0, loop.Settings{}, base...); !errors.Is(err, loop.ErrBadConfig) || !strings.Contains(err.Error(), "lanes 0") {
-		t.Fatalf("0 lanes: %v, want loop.ErrBadConfig naming it", err)
+	if _, err := NewLanes(0, eos.Config{}, base...); !errors.Is(err, eos.ErrBadConfig) || !strings.Contains(err.Error(), "lanes 0") {
+		t.Fatalf("0 lanes: %v, want eos.ErrBadConfig naming it", err)
 	}
-	if _, err := NewLanes(2, loop.Settings{}, base[:len(base)-1]...); !errors.Is(err, ErrNoNumberer) {
+	if _, err := NewLanes(2, eos.Config{}, base[:len(base)-1]...); !errors.Is(err, ErrNoNumberer) {
 		t.Fatalf("lanes without a numberer: %v, want ErrNoNumberer", err)
 	}
 }

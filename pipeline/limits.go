@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
-	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -131,7 +131,7 @@ func (l *limits) learn(ctx context.Context, adm *kadm.Client, log *slog.Logger, 
 		learnt[t] = max(min(n, ProduceBytesCap), 512) // franz-go's range
 	}
 	if n := learnt[dlq]; n < MinDLQBytes {
-		return fmt.Errorf("%w: dead-letter topic %s takes record batches of at most %d bytes (max.message.bytes or --max-produce-bytes): too small for a reference record, want at least %d", loop.ErrFatal, dlq, n, MinDLQBytes)
+		return fmt.Errorf("%w: dead-letter topic %s takes record batches of at most %d bytes (max.message.bytes or --max-produce-bytes): too small for a reference record, want at least %d", eos.ErrFatal, dlq, n, MinDLQBytes)
 	}
 	l.byTopic.Store(&learnt)
 	log.Info("record-size limits", "output", output, "output_max_bytes", learnt[output], "dlq", dlq, "dlq_max_bytes", learnt[dlq])

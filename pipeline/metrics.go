@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )

@@ -4,8 +4,7 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
-	"github.com/flakestream/flakestream/internal/eos"
-	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -28,7 +27,7 @@ func Codec(cd *codec.Codec) Opt { return func(c *cfg) { c.codec = cd } }
 // Format sets the value format, overriding JSON through the Codec: a
 // *schema.Format numbers Avro or Protobuf through a schema registry. Its
 // errors follow codec.Format: one wrapping codec.ErrUnavailable aborts and
-// retries the batch, any other ends Run (wrapping loop.ErrFatal).
+// retries the batch, any other ends Run (wrapping eos.ErrFatal).
 func Format(f codec.Format) Opt { return func(c *cfg) { c.format = f } }
 
 // Start sets where a group with no committed offsets starts, overriding the
@@ -62,7 +61,7 @@ func Linger(d time.Duration) Opt { return func(c *cfg) { c.linger = d } }
 // overriding the default DefaultTopUpWait; 0 turns it off. At a low input
 // rate it commits what arrived during the last transaction one
 // transaction sooner (see docs/latency.md).
-func TopUpWait(d time.Duration) Opt { return func(c *cfg) { c.eos.TopUpWait = loop.NoWait(d) } }
+func TopUpWait(d time.Duration) Opt { return func(c *cfg) { c.eos.TopUpWait = eos.NoWait(d) } }
 
 // StaticMembership makes the instance ID the group instance ID (KIP-345):
 // an instance that restarts under the same ID takes its partitions back at

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flakestream/flakestream/eos"
+	"github.com/flakestream/flakestream/eos/txnguard"
 	"github.com/flakestream/flakestream/internal/orders"
-	"github.com/flakestream/flakestream/internal/txnguard"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/flakestream/flakestream/test/pipetest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -15,11 +15,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// The worker runs the orphaned-transaction guard (internal/txnguard, through
+// The worker runs the orphaned-transaction guard (eos/txnguard, through
 // BeforeProduce as the CLI wires it) at the start of its session and again
 // before producing after an aborted transaction, and not at all without it.
-// The guard's own behaviour is tested in internal/txnguard, the loop's
-// timing in internal/eos; here kfake counts the guard's DescribeProducers
+// The guard's own behaviour is tested in eos/txnguard, the loop's
+// timing in eos; here kfake counts the guard's DescribeProducers
 // requests on the output topic (one per check: it reports what it ends).
 func TestWorkerRunsOrphanGuard(t *testing.T) {
 	for _, on := range []bool{true, false} {
@@ -40,7 +40,7 @@ func TestWorkerRunsOrphanGuard(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				opts = append(opts, setLoop(func(s *loop.Settings) {
+				opts = append(opts, setLoop(func(s *eos.Config) {
 					s.BeforeProduce = func(ctx context.Context, cl *kgo.Client, parts map[string][]int32) error {
 						_, err := g.Check(ctx, cl, parts)
 						return err

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/flakestream/flakestream/codec"
-	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -35,7 +35,7 @@ const (
 	// goes to the DLQ instead, alone.
 	referenced
 	// hopeless: the DLQ refused even the reference record: Process fails
-	// with loop.ErrFatal, since retrying cannot help.
+	// with eos.ErrFatal, since retrying cannot help.
 	hopeless
 )
 
@@ -164,7 +164,7 @@ func (j *rejecter) committed(srcs func(yield func(string) bool)) {
 // DLQ refused.
 func hopelessError(dlq, src, reason string) error {
 	return fmt.Errorf("%w: %w: the dead-letter topic %s refuses even the reference record of %s (last: %s): check its configuration (a produce policy, cleanup.policy=compact without keys, max.message.bytes)",
-		loop.ErrFatal, ErrRefused, dlq, src, reason)
+		eos.ErrFatal, ErrRefused, dlq, src, reason)
 }
 
 // lastHeader returns the value of the last header named key ("" if none):

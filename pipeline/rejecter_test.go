@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/flakestream/flakestream/codec"
-	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -63,7 +63,7 @@ func TestRejecterSteps(t *testing.T) {
 	if j.active.Load() || state("in/0/1") != unrefused {
 		t.Fatal("a committed record is still remembered")
 	}
-	if err := hopelessError("dlq", "in/0/1", "x"); !errors.Is(err, loop.ErrFatal) || !errors.Is(err, ErrRefused) {
+	if err := hopelessError("dlq", "in/0/1", "x"); !errors.Is(err, eos.ErrFatal) || !errors.Is(err, ErrRefused) {
 		t.Fatalf("hopeless: %v, want ErrFatal and ErrRefused", err)
 	}
 }

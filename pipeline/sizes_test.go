@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/internal/orders"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/flakestream/flakestream/test/accounting"
 	"github.com/flakestream/flakestream/test/pipetest"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -270,7 +270,7 @@ func TestWorkerRejectedRecord(t *testing.T) {
 		setTopicConfig(t, e.Kafka.Admin(t), e.Out, "cleanup.policy", "compact")
 	}
 	// Uncompressed, so that kfake's control sees the marker.
-	wk := start(t, e, "a", setLoop(func(s *loop.Settings) {
+	wk := start(t, e, "a", setLoop(func(s *eos.Config) {
 		s.MaxPollRecords = 1000
 		s.KafkaOpts = []kgo.Opt{kgo.ProducerBatchCompression(kgo.NoCompression())}
 	}))

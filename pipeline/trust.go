@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/pipeline/loop"
 )
 
 // DefaultMaxSkew is how far ahead of the worker's clock a pre-filled
@@ -75,7 +75,7 @@ func newJudge(t Trust, n Numberer) (*judge, error) {
 		m := make(map[int64]bool, len(ids))
 		for _, id := range ids {
 			if err := check(id); err != nil {
-				return nil, fmt.Errorf("%w: allowed %s %d: %w", loop.ErrBadConfig, what, id, err)
+				return nil, fmt.Errorf("%w: allowed %s %d: %w", eos.ErrBadConfig, what, id, err)
 			}
 			m[id] = true
 		}

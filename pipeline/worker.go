@@ -10,9 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/internal/eos"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -50,7 +49,7 @@ type Worker struct {
 // NewWorker validates the loop's settings s (Brokers, Topics and Group are
 // required) and the worker's options, and returns a worker. It does not
 // connect; Run does.
-func NewWorker(s loop.Settings, opts ...Opt) (*Worker, error) {
+func NewWorker(s eos.Config, opts ...Opt) (*Worker, error) {
 	c := defaultCfg(s)
 	if err := eos.Configure(&c, opts, c.validate); err != nil {
 		return nil, err
@@ -88,7 +87,7 @@ func (w *Worker) TransactionalID() string { return w.cfg.eos.TransactionalID }
 // Run consumes until ctx ends or a fatal error. A batch that fails for a
 // passing reason (Redis down, a produce error, a rebalance) is aborted and
 // retried with backoff; a fatal error (not authorized, a topic missing)
-// ends Run with an error that wraps loop.ErrFatal or loop.ErrMissingTopic.
+// ends Run with an error that wraps eos.ErrFatal or eos.ErrMissingTopic.
 // After ctx ends, Run finishes or aborts the open transaction and leaves
 // the group within the shutdown timeout.
 func (w *Worker) Run(ctx context.Context) error {
@@ -165,7 +164,7 @@ func (w *Worker) Process(ctx context.Context, tx *eos.Tx, fetches kgo.Fetches) e
 		return nil
 	}
 	if err := w.batch.process(ctx, func(r *kgo.Record) { tx.Produce(ctx, r) }); err != nil {
-		if errors.Is(err, loop.ErrFatal) || errors.Is(err, ErrRefused) || errors.Is(err, eos.ErrNewSession) {
+		if errors.Is(err, eos.ErrFatal) || errors.Is(err, ErrRefused) || errors.Is(err, eos.ErrNewSession) {
 			return err
 		}
 		return fmt.Errorf("%w: %w", ErrNumbering, err)

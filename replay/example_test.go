@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/flakestream/flakestream/replay"
 	"github.com/redis/go-redis/v9"
 )
@@ -44,7 +44,7 @@ func ExampleRun() {
 	from, _ := replay.ParseBound("2026-11-30T08:00:00Z")
 	to, _ := replay.ParseBound("2026-11-30T09:00:00Z")
 	ranges, err := replay.Run(context.Background(), replay.Config{
-		Loop:  loop.Settings{Brokers: []string{"127.0.0.1:9092"}},
+		Loop:  eos.Config{Brokers: []string{"127.0.0.1:9092"}},
 		Input: "orders", Output: "orders.numbered",
 		From: from, To: to, Redis: rc,
 		Worker: []pipeline.Opt{pipeline.Numbers(gen)},

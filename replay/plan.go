@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -59,7 +59,7 @@ func Resolve(ctx context.Context, rc Config) (Plan, error) {
 	plan := Plan{ID: rc.ID, Group: Group(rc.ID)}
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(rc.Loop.Brokers...)}, rc.Loop.KafkaOpts...)...)
 	if err != nil {
-		return plan, fmt.Errorf("%w: kafka client: %w", loop.ErrFatal, err)
+		return plan, fmt.Errorf("%w: kafka client: %w", eos.ErrFatal, err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)

@@ -12,10 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -69,7 +68,7 @@ type Config struct {
 	// Loop is the loop's settings (brokers, Kafka options, logger,
 	// metrics, timeouts). The replay sets Topics, Group and
 	// TransactionalID itself.
-	Loop     loop.Settings
+	Loop     eos.Config
 	Input    string
 	Output   string
 	From, To Bound
@@ -142,7 +141,7 @@ func Run(ctx context.Context, rc Config) (map[int32]Range, error) {
 	group := Group(rc.ID)
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(rc.Loop.Brokers...)}, rc.Loop.KafkaOpts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: kafka client: %w", loop.ErrFatal, err)
+		return nil, fmt.Errorf("%w: kafka client: %w", eos.ErrFatal, err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
@@ -311,14 +310,14 @@ func listEdges(ctx context.Context, adm *kadm.Client, topic string) (*edges, err
 		err = starts.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: start offsets of %s: %w", loop.ErrFatal, topic, err)
+		return nil, fmt.Errorf("%w: start offsets of %s: %w", eos.ErrFatal, topic, err)
 	}
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: end offsets of %s: %w", loop.ErrFatal, topic, err)
+		return nil, fmt.Errorf("%w: end offsets of %s: %w", eos.ErrFatal, topic, err)
 	}
 	return &edges{topic: topic, starts: starts, end: ends}, nil
 }
@@ -335,7 +334,7 @@ func (e *edges) at(ctx context.Context, adm *kadm.Client, b Bound, edge string) 
 			err = timed.Error()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: offsets of %s after %s: %w", loop.ErrFatal, e.topic, b.text, err)
+			return nil, fmt.Errorf("%w: offsets of %s after %s: %w", eos.ErrFatal, e.topic, b.text, err)
 		}
 	}
 	for p, s := range e.starts[e.topic] {
@@ -385,7 +384,7 @@ func groupOffsets(ctx context.Context, adm *kadm.Client, group, topic string) (m
 		err = nil // a new replay
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: offsets of replay group %s: %w", loop.ErrFatal, group, err)
+		return nil, fmt.Errorf("%w: offsets of replay group %s: %w", eos.ErrFatal, group, err)
 	}
 	have := map[int32]int64{}
 	fetched.Each(func(o kadm.OffsetResponse) {
@@ -428,7 +427,7 @@ func seedGroup(ctx context.Context, adm *kadm.Client, group, topic string, range
 		err = resp.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: seed replay group %s: %w", loop.ErrFatal, group, err)
+		return nil, fmt.Errorf("%w: seed replay group %s: %w", eos.ErrFatal, group, err)
 	}
 	return have, nil
 }

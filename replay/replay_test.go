@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/flakestream/flakestream/test/accounting"
 	"github.com/flakestream/flakestream/test/pipetest"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -69,7 +69,7 @@ func replayInto(t *testing.T, e *pipetest.Env, output string, from, to string, i
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if _, err := Run(ctx, Config{Loop: loop.Settings{Brokers: e.Kafka.Addrs, TransactionTimeout: 5 * time.Second, Logger: pipetest.Logger(t)}, Input: e.Input, Output: output, From: fb, To: tb,
+	if _, err := Run(ctx, Config{Loop: eos.Config{Brokers: e.Kafka.Addrs, TransactionTimeout: 5 * time.Second, Logger: pipetest.Logger(t)}, Input: e.Input, Output: output, From: fb, To: tb,
 		Redis: e.Redis.Client(t), RedisPrefix: e.Prefix, Worker: worker}); err != nil {
 		t.Fatalf("replay into %s: %v", output, err)
 	}
@@ -183,7 +183,7 @@ func TestReplayListedPartitionsOnly(t *testing.T) {
 	e.Produce(t, 900, orders.Mix{})
 	from, _ := ParseBound("0:10,1:20")
 	to, _ := ParseBound("0:60")
-	rc := Config{Loop: loop.Settings{Brokers: e.Kafka.Addrs}, Input: e.Input, Output: e.Input + ".r", From: from, To: to,
+	rc := Config{Loop: eos.Config{Brokers: e.Kafka.Addrs}, Input: e.Input, Output: e.Input + ".r", From: from, To: to,
 		Redis: e.Redis.Client(t), RedisPrefix: e.Prefix}
 	all := rc
 	all.AllPartitions = true

@@ -10,9 +10,9 @@ import (
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/codec/schema"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/flakestream/flakestream/test/pipetest"
 	"github.com/flakestream/flakestream/verify"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -41,7 +41,7 @@ func newFixture(t *testing.T) *fixture {
 	f.inputs = []string{e.Input, second}
 	f.n = len(e.Inputs) + produceTransactional(t, e, second, 1200)
 	g := e.Generator(t, 1)
-	w, err := pipeline.NewWorker(loop.Settings{Brokers: e.Kafka.Addrs, Topics: f.inputs, Group: e.Group, InstanceID: "v", TransactionTimeout: 5 * time.Second, Logger: pipetest.Logger(t)}, pipeline.OutputTopic(f.out), pipeline.DLQTopic(f.dlq), pipeline.Numbers(g), pipeline.Codec(e.Codec))
+	w, err := pipeline.NewWorker(eos.Config{Brokers: e.Kafka.Addrs, Topics: f.inputs, Group: e.Group, InstanceID: "v", TransactionTimeout: 5 * time.Second, Logger: pipetest.Logger(t)}, pipeline.OutputTopic(f.out), pipeline.DLQTopic(f.dlq), pipeline.Numbers(g), pipeline.Codec(e.Codec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestRunAvroAndProtobuf(t *testing.T) {
 			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
-			w, err := pipeline.NewWorker(loop.Settings{Brokers: e.Kafka.Addrs, Topics: []string{e.Input}, Group: e.Group, InstanceID: "v", TransactionTimeout: 5 * time.Second, Logger: pipetest.Logger(t)}, pipeline.OutputTopic(e.Out), pipeline.DLQTopic(e.DLQ), pipeline.Numbers(e.Generator(t, 1)), pipeline.Codec(e.Codec), pipeline.Format(f))
+			w, err := pipeline.NewWorker(eos.Config{Brokers: e.Kafka.Addrs, Topics: []string{e.Input}, Group: e.Group, InstanceID: "v", TransactionTimeout: 5 * time.Second, Logger: pipetest.Logger(t)}, pipeline.OutputTopic(e.Out), pipeline.DLQTopic(e.DLQ), pipeline.Numbers(e.Generator(t, 1)), pipeline.Codec(e.Codec), pipeline.Format(f))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,10 +8,9 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -53,7 +52,7 @@ type baseline struct {
 	buf       []byte
 }
 
-func newBaseline(numberer idgen.Numberer, s loop.Settings, opts ...pipeline.Opt) (*baseline, error) {
+func newBaseline(numberer idgen.Numberer, s eos.Config, opts ...pipeline.Opt) (*baseline, error) {
 	if numberer != nil {
 		// The origin's way takes about a millisecond per record: a
 		// batch of 10,000 can outlast the default 10s transaction

@@ -20,11 +20,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -35,7 +34,7 @@ type Config struct {
 	// Loop is the loop's settings of every measured worker: Brokers is
 	// required (the caller starts kfake if it has none); each measurement
 	// sets its own Topics, Group and InstanceID.
-	Loop        loop.Settings
+	Loop        eos.Config
 	NewNumberer func() (*idgen.Generator, error)
 	Duration    time.Duration // each throughput window
 	Pairs       int           // passthrough/worker pairs, run interleaved
@@ -316,7 +315,7 @@ const feedFlush = 10 * time.Second
 
 // settings are the loop's settings of a measurement that reads topic in:
 // its own group and instance.
-func (b *runner) settings(in string) loop.Settings {
+func (b *runner) settings(in string) eos.Config {
 	s := b.cfg.Loop
 	s.Topics, s.Group, s.InstanceID = []string{in}, in+"-g", in
 	return s

@@ -7,10 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -36,11 +35,11 @@ func TestBenchReportsAWorkersFailureWithItsError(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Second)
 	defer cancel()
 	_, err := Run(ctx, Config{
-		Loop: loop.Settings{Brokers: kfakeBrokers(t), TopicWait: loop.NoWait(0)}, NewNumberer: memoryNumberer, Duration: 200 * time.Millisecond, Pairs: 1,
+		Loop: eos.Config{Brokers: kfakeBrokers(t), TopicWait: eos.NoWait(0)}, NewNumberer: memoryNumberer, Duration: 200 * time.Millisecond, Pairs: 1,
 		RecordBytes: 200, Partitions: 1,
 		Worker: []pipeline.Opt{pipeline.DLQTopic("bench-no-such-dlq")},
 	})
-	if !errors.Is(err, loop.ErrMissingTopic) || !strings.HasPrefix(err.Error(), "worker: ") || !strings.Contains(err.Error(), "bench-no-such-dlq") {
+	if !errors.Is(err, eos.ErrMissingTopic) || !strings.HasPrefix(err.Error(), "worker: ") || !strings.Contains(err.Error(), "bench-no-such-dlq") {
 		t.Fatalf("Run = %v, want the worker's ErrMissingTopic for bench-no-such-dlq", err)
 	}
 }
@@ -67,7 +66,7 @@ func TestBenchLatencyAtTwoRates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	res, err := Run(ctx, Config{
-		Loop: loop.Settings{Brokers: kfakeBrokers(t)}, NewNumberer: memoryNumberer, Duration: 2 * time.Second, Pairs: 1,
+		Loop: eos.Config{Brokers: kfakeBrokers(t)}, NewNumberer: memoryNumberer, Duration: 2 * time.Second, Pairs: 1,
 		RecordBytes: 200, Partitions: 2, LatencyRate: 300,
 	})
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -54,7 +54,7 @@ func ExternalLatency(ctx context.Context, e External) (Latency, error) {
 		return res, err
 	}
 	defer cons.Close()
-	b := &runner{cfg: Config{Loop: loop.Settings{Brokers: e.Brokers}, RecordBytes: e.RecordBytes}}
+	b := &runner{cfg: Config{Loop: eos.Config{Brokers: e.Brokers}, RecordBytes: e.RecordBytes}}
 	start := time.Now()
 	warm := start.Add(e.Duration / 5).UnixNano()
 	var sent atomic.Int64

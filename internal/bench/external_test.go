@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -34,7 +34,7 @@ func TestExternalLatencyThroughAWorkerItDoesNotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := pipeline.NewWorker(loop.Settings{Brokers: brokers, Topics: []string{"ext-in"}, Group: "ext-g", InstanceID: "ext"},
+	w, err := pipeline.NewWorker(eos.Config{Brokers: brokers, Topics: []string{"ext-in"}, Group: "ext-g", InstanceID: "ext"},
 		pipeline.OutputTopic("ext-out"), pipeline.Numbers(g))
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 	"os"
 
 	"github.com/flakestream/flakestream/codec/schema"
-	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/urfave/cli/v2"
 )
 
@@ -69,9 +69,9 @@ func Run(ctx context.Context, app *cli.App, args []string) int {
 // packages below the CLI say what failed, the CLI says which flag fixes it.
 func hint(err error) string {
 	switch {
-	case errors.Is(err, loop.ErrMissingTopic):
+	case errors.Is(err, eos.ErrMissingTopic):
 		return " (create it, or pass --" + flagCreateTopics + ")"
-	case errors.Is(err, loop.ErrListTopics):
+	case errors.Is(err, eos.ErrListTopics):
 		return " (check --" + flagBrokers + ", the TLS and SASL settings, and that the brokers are up)"
 	}
 	if re, ok := errors.AsType[*schema.RegistryError](err); ok && !re.Retryable() {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec/schema"
-	"github.com/flakestream/flakestream/pipeline/loop"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/test/harness"
 )
 
@@ -209,11 +209,11 @@ func TestHint(t *testing.T) {
 		err  error
 		want string
 	}{
-		{fmt.Errorf("audit: %w", fmt.Errorf("%w: orders.audit", loop.ErrMissingTopic)), " (create it, or pass --create-topics)"},
-		{fmt.Errorf("%w: %w: %w", loop.ErrFatal, loop.ErrListTopics, errors.New("dial tcp: refused")), " (check --brokers, the TLS and SASL settings, and that the brokers are up)"},
+		{fmt.Errorf("audit: %w", fmt.Errorf("%w: orders.audit", eos.ErrMissingTopic)), " (create it, or pass --create-topics)"},
+		{fmt.Errorf("%w: %w: %w", eos.ErrFatal, eos.ErrListTopics, errors.New("dial tcp: refused")), " (check --brokers, the TLS and SASL settings, and that the brokers are up)"},
 		{fmt.Errorf("number: %w", &schema.RegistryError{Op: "fetch schema id 7", StatusCode: 401, Err: errors.New("unauthorized")}), " (check --schema-registry and its credentials)"},
 		{&schema.RegistryError{Op: "fetch schema id 7", StatusCode: 503, Err: errors.New("unavailable")}, ""}, // retried, not the flags' fault
-		{fmt.Errorf("%w: not authorized", loop.ErrFatal), ""},
+		{fmt.Errorf("%w: not authorized", eos.ErrFatal), ""},
 	} {
 		if got := hint(c.err); got != c.want {
 			t.Errorf("hint(%v) = %q, want %q", c.err, got, c.want)

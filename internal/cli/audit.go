@@ -2,10 +2,11 @@ package cli
 
 import (
 	"fmt"
-	"github.com/KimMachineGun/automemlimit/memlimit"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/KimMachineGun/automemlimit/memlimit"
 
 	"github.com/flakestream/flakestream/audit"
 	"github.com/flakestream/flakestream/codec"

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/bench"
 	"github.com/flakestream/flakestream/internal/demo"
-	"github.com/flakestream/flakestream/internal/eos"
 	"github.com/flakestream/flakestream/pipeline"
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"

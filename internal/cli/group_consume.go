@@ -6,9 +6,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/flakestream/flakestream/internal/txnguard"
+	"github.com/flakestream/flakestream/eos"
+	"github.com/flakestream/flakestream/eos/txnguard"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v2"
@@ -99,7 +99,7 @@ func (cc *consumeConfig) flag(name string) cli.Flag {
 	case flagGroup:
 		return stringFlag(name, &cc.group, cc.defaultGroup, "consumer group (a new group starts at --start-offset, the audit's at the earliest offset)")
 	case flagInstanceID:
-		return stringFlag(name, &cc.instanceID, loop.DefaultInstanceID(), "this instance's stable name (default: the host name, unique per pod); the transactional ID is flakestream-<group>-<instance-id>")
+		return stringFlag(name, &cc.instanceID, eos.DefaultInstanceID(), "this instance's stable name (default: the host name, unique per pod); the transactional ID is flakestream-<group>-<instance-id>")
 	case flagTransactionalID:
 		return stringFlag(name, &cc.transactionalID, "", "transactional ID, overriding the one derived from --instance-id")
 	case flagStartOffset:
@@ -107,7 +107,7 @@ func (cc *consumeConfig) flag(name string) cli.Flag {
 	case flagCreateTopics:
 		return boolFlag(name, &cc.createTopics, "create a missing output, DLQ or audit topic with the input's partition count instead of refusing to start")
 	case flagMaxPollRecords:
-		return intFlag(name, &cc.maxPollRecords, loop.DefaultMaxPollRecords, "records per transaction at most")
+		return intFlag(name, &cc.maxPollRecords, eos.DefaultMaxPollRecords, "records per transaction at most")
 	case flagMaxBufferedRecords:
 		return intFlag(name, &cc.maxBuffered, pipeline.DefaultMaxBufferedRecords, "records buffered for producing at most")
 	case flagFetchMaxBytes:
@@ -117,13 +117,13 @@ func (cc *consumeConfig) flag(name string) cli.Flag {
 	case flagLinger:
 		return durationFlag(name, &cc.linger, 0, "producer linger (each transaction flushes at its end anyway)")
 	case flagTxnTimeout:
-		return durationFlag(name, &cc.txnTimeout, loop.DefaultTransactionTimeout, "transaction timeout: how long readers wait behind an instance that died mid-transaction and never came back")
+		return durationFlag(name, &cc.txnTimeout, eos.DefaultTransactionTimeout, "transaction timeout: how long readers wait behind an instance that died mid-transaction and never came back")
 	case flagSessionTimeout:
-		return durationFlag(name, &cc.sessionTimeout, loop.DefaultSessionTimeout, "group session timeout: how long the group waits for a dead member before handing its partitions on")
+		return durationFlag(name, &cc.sessionTimeout, eos.DefaultSessionTimeout, "group session timeout: how long the group waits for a dead member before handing its partitions on")
 	case flagStaticMembership:
 		return boolFlag(name, &cc.staticMembership, "join as static member --instance-id (KIP-345): a restart under the same ID takes its partitions back without a rebalance; a member gone for good is removed only after --session-timeout")
 	case flagShutdownTimeout:
-		return durationFlag(name, &cc.shutdownTimeout, loop.DefaultShutdownTimeout, "bound on finishing the open transaction and leaving the group after a signal")
+		return durationFlag(name, &cc.shutdownTimeout, eos.DefaultShutdownTimeout, "bound on finishing the open transaction and leaving the group after a signal")
 	case flagTopicWait:
 		return topicWaitFlag(&cc.topicWait)
 	case flagTopUpWait:
@@ -139,7 +139,7 @@ func (cc *consumeConfig) flag(name string) cli.Flag {
 // topicWaitFlag is --topic-wait, of every command that runs the
 // exactly-once loop (run, audit, replay, bench).
 func topicWaitFlag(dst *time.Duration) cli.Flag {
-	return durationFlag(flagTopicWait, dst, loop.DefaultTopicWait, "at start, wait this long for an input, output or DLQ topic that does not exist yet or has a partition without a leader yet (topics created just before the workers start), logging each one; then a missing output or DLQ is an error (0: no wait)")
+	return durationFlag(flagTopicWait, dst, eos.DefaultTopicWait, "at start, wait this long for an input, output or DLQ topic that does not exist yet or has a partition without a leader yet (topics created just before the workers start), logging each one; then a missing output or DLQ is an error (0: no wait)")
 }
 
 // topUpWaitFlag is --top-up-wait, of run and bench.
@@ -152,28 +152,28 @@ func topUpWaitFlag(dst *time.Duration) cli.Flag {
 // topics are the topics consumed; log and reg (nil: none) are the
 // product's logger and metrics. A setting the command has no flag for is
 // left at the loop's default.
-func (cc *consumeConfig) settings(k *kafkaConfig, topics []string, log *slog.Logger, reg prometheus.Registerer) (loop.Settings, error) {
+func (cc *consumeConfig) settings(k *kafkaConfig, topics []string, log *slog.Logger, reg prometheus.Registerer) (eos.Config, error) {
 	kopts, err := k.opts()
 	if err != nil {
-		return loop.Settings{}, err
+		return eos.Config{}, err
 	}
 	guard, err := cc.orphanGuardHook(log, reg)
 	if err != nil {
-		return loop.Settings{}, err
+		return eos.Config{}, err
 	}
-	s := loop.Settings{
+	s := eos.Config{
 		Brokers: k.brokers.Value(), Topics: topics, Group: cc.group, InstanceID: cc.instanceID, TransactionalID: cc.transactionalID,
 		MaxPollRecords: cc.maxPollRecords, TransactionTimeout: cc.txnTimeout, SessionTimeout: cc.sessionTimeout,
 		ShutdownTimeout: cc.shutdownTimeout, Logger: log, Registerer: reg, KafkaOpts: kopts, BeforeProduce: guard,
 	}
 	if cc.defined[flagTopicWait] {
-		s.TopicWait = loop.NoWait(cc.topicWait) // --topic-wait 0: no wait
+		s.TopicWait = eos.NoWait(cc.topicWait) // --topic-wait 0: no wait
 	}
 	return s, nil
 }
 
 // orphanGuardHook returns the orphaned-transaction guard's hook for the
-// exactly-once loop (loop.Settings.BeforeProduce), or nil
+// exactly-once loop (eos.Config.BeforeProduce), or nil
 // when --orphan-guard is off. The guard logs to log and registers its
 // counter on reg (nil: none); each check is bounded, since a broker may be
 // down, and the loop retries a failed one.

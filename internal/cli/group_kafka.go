@@ -11,9 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flakestream/flakestream/internal/eos"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/internal/kprobe"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kversion"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -51,7 +50,7 @@ type kafkaConfig struct {
 
 func (k *kafkaConfig) flags() []cli.Flag {
 	return concat([]cli.Flag{
-		brokersFlag(&k.brokers, []string{loop.DefaultBroker}, "Kafka seed brokers, host:port (repeat, or comma-separate)"),
+		brokersFlag(&k.brokers, []string{eos.DefaultBroker}, "Kafka seed brokers, host:port (repeat, or comma-separate)"),
 		boolFlag(flagKafkaTLS, &k.tls, "connect to Kafka with TLS"),
 	}, k.tlsFiles.flags(flagKafkaTLSCA, flagKafkaTLSCert, flagKafkaTLSKey,
 		"PEM `FILE` of CAs to trust for Kafka TLS (default: the system pool)",

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flakestream/flakestream/internal/eos"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/pipeline"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flakestream/flakestream/internal/eos"
+	"github.com/flakestream/flakestream/eos"
 )
 
 // TestLogLevelTrace: --log-level trace enables eos.LevelTrace, prints it as

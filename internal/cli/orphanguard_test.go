@@ -3,7 +3,7 @@ package cli
 import (
 	"testing"
 
-	"github.com/flakestream/flakestream/internal/txnguard"
+	"github.com/flakestream/flakestream/eos/txnguard"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"

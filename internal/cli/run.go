@@ -1,8 +1,9 @@
 package cli
 
 import (
-	"github.com/KimMachineGun/automemlimit/memlimit"
 	"time"
+
+	"github.com/KimMachineGun/automemlimit/memlimit"
 
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/pipeline"

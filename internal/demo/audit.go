@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/audit"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/flakestream/flakestream/test/accounting"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -31,7 +31,7 @@ const auditGroup = "flakestream-demo-audit"
 // so those are the allowed servers. reg, if set, receives its metrics.
 func startAudit(ctx context.Context, brokers []string, l idgen.Layout, log *slog.Logger, reg prometheus.Registerer) (*auditor, error) {
 	d := &auditor{done: make(chan error, 1), sum: auditSummary{topic: auditTopic}}
-	a, err := audit.New(loop.Settings{Brokers: brokers, Topics: []string{outputTopic}, Group: auditGroup,
+	a, err := audit.New(eos.Config{Brokers: brokers, Topics: []string{outputTopic}, Group: auditGroup,
 		InstanceID: "demo", Logger: log, Registerer: reg},
 		audit.Topic(auditTopic), audit.CreateTopic(), audit.Layout(l), audit.AllowedServers(1, 2))
 	if err != nil {

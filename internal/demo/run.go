@@ -8,10 +8,10 @@ import (
 
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/codec/schema"
+	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/flakestream/flakestream/test/accounting"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -113,7 +113,7 @@ func Events(ctx context.Context, f codec.Format, input string) (func(i int) []by
 
 // runWorker runs a worker with opts until it has read all n orders,
 // then stops it, and returns how long the n took.
-func runWorker(ctx context.Context, n int, s loop.Settings, opts []pipeline.Opt) (time.Duration, error) {
+func runWorker(ctx context.Context, n int, s eos.Config, opts []pipeline.Opt) (time.Duration, error) {
 	w, err := pipeline.NewWorker(s, opts...)
 	if err != nil {
 		return 0, err
@@ -201,8 +201,8 @@ func records(topic string, parts int32, n int, events func(int) []byte) []*kgo.R
 
 // workerSettings and workerOptions are the loop's settings and the
 // options of the demo's worker: the one place the demos build them.
-func workerSettings(brokers []string, log *slog.Logger) loop.Settings {
-	return loop.Settings{Brokers: brokers, Topics: []string{inputTopic}, Group: workerGroup, InstanceID: "demo", Logger: log}
+func workerSettings(brokers []string, log *slog.Logger) eos.Config {
+	return eos.Config{Brokers: brokers, Topics: []string{inputTopic}, Group: workerGroup, InstanceID: "demo", Logger: log}
 }
 
 func workerOptions(gen *idgen.Generator, cd *codec.Codec) []pipeline.Opt {

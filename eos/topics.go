@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -47,8 +46,8 @@ func (t Topics) Produce() map[string][]int32 {
 // After the wait, a missing input is logged (the group consumes it once it
 // exists); a missing output is created, with as many partitions as the
 // largest input, if create is set (created at once, never waited for), and
-// is loop.ErrMissingTopic otherwise. An error that retrying cannot fix ends with
-// loop.ErrFatal and a hint at the settings to check.
+// is ErrMissingTopic otherwise. An error that retrying cannot fix ends with
+// ErrFatal and a hint at the settings to check.
 func (s *Session) CheckTopics(ctx context.Context, create bool, outputs ...string) (Topics, error) {
 	c := &s.loop.cfg
 	log := c.Logger
@@ -97,11 +96,11 @@ func (s *Session) CheckTopics(ctx context.Context, create bool, outputs ...strin
 			continue
 		}
 		if !create {
-			return Topics{}, fmt.Errorf("%w: %s", loop.ErrMissingTopic, t)
+			return Topics{}, fmt.Errorf("%w: %s", ErrMissingTopic, t)
 		}
 		n := max(res.MaxIn, 1)
 		if _, err := s.Admin.CreateTopic(ctx, n, -1, nil, t); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return Topics{}, fmt.Errorf("%w: create topic %s: %w", loop.ErrFatal, t, err)
+			return Topics{}, fmt.Errorf("%w: create topic %s: %w", ErrFatal, t, err)
 		}
 		log.Info("created topic", "topic", t, "partitions", n)
 		res.Partitions[t] = n
@@ -125,7 +124,7 @@ func (s *Session) listTopics(ctx context.Context, topics []string) (kadm.TopicDe
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w: %w", loop.ErrFatal, loop.ErrListTopics, err)
+		return nil, fmt.Errorf("%w: %w: %w", ErrFatal, ErrListTopics, err)
 	}
 	return details, nil
 }

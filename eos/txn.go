@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -93,7 +92,7 @@ func (l *Loop) transact(ctx context.Context, sess *kgo.GroupTransactSession, fet
 				// session can produce again.
 				return false, txnError("produce", l.cfg.TransactionalID, perr)
 			}
-			return false, fmt.Errorf("%w: produce: %w", loop.ErrCommitAborted, perr)
+			return false, fmt.Errorf("%w: produce: %w", ErrCommitAborted, perr)
 		}
 		// A rebalance: the session aborted and rewound to the committed
 		// offsets; whoever owns the partitions now handles the records.

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -105,7 +104,7 @@ func TestCaughtUpTransactionalPartitionHasNoLag(t *testing.T) {
 			if mode == AtLeastOnce {
 				step = &copyStep{out: ""}
 			}
-			l, err := New(Config{Settings: loop.Settings{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i"}, Mode: mode, LagEvery: 50 * time.Millisecond}, atLeastOnceSafe{step}, Metrics{Lag: lag})
+			l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", Mode: mode, LagEvery: 50 * time.Millisecond}, atLeastOnceSafe{step}, Metrics{Lag: lag})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -145,11 +144,11 @@ func TestBeforeProduceAndBound(t *testing.T) {
 	var got map[string][]int32
 	step := &copyStep{out: "out"}
 	stop := map[string]map[int32]int64{"in": {0: 2, 1: 4}} // partition 1 ends on its marker's offset
-	l, err := New(Config{Settings: loop.Settings{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BeforeProduce: func(_ context.Context, _ *kgo.Client, parts map[string][]int32) error {
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BeforeProduce: func(_ context.Context, _ *kgo.Client, parts map[string][]int32) error {
 		calls.Add(1)
 		got = parts
 		return nil
-	}}, Bound: &Bound{Stop: stop, Done: func(c map[string]map[int32]kgo.EpochOffset) bool {
+	}, Bound: &Bound{Stop: stop, Done: func(c map[string]map[int32]kgo.EpochOffset) bool {
 		return c["in"][0].Offset >= 2 && c["in"][1].Offset >= 4
 	}}}, step, Metrics{})
 	if err != nil {
@@ -177,7 +176,7 @@ func TestBeforeProduceRunsBeforeTheFirstPoll(t *testing.T) {
 	brokers := cluster(t, 1, "in", "out")
 	var calls atomic.Int32
 	step := &copyStep{out: "out"}
-	l, err := New(Config{Settings: loop.Settings{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error { calls.Add(1); return nil }}}, step, Metrics{})
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error { calls.Add(1); return nil }}, step, Metrics{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,12 +191,12 @@ func TestGuardFailureAfterAnAbortIsRetriedBeforePolling(t *testing.T) {
 	produceTxn(t, brokers, "in", 1, 3)
 	var calls atomic.Int32
 	step := &failOnce{copyStep: &copyStep{out: "out"}}
-	l, err := New(Config{Settings: loop.Settings{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error {
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error {
 		if calls.Add(1) == 2 { // the call after the aborted batch
 			return errors.New("cannot describe producers yet")
 		}
 		return nil
-	}}}, step, Metrics{})
+	}}, step, Metrics{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +257,7 @@ func testTxnOffsetCommitErrorReplacesTheSession(t *testing.T, code *kerr.Error) 
 		return resp, nil, true
 	})
 	step := &copyStep{out: "out"}
-	l, err := New(Config{Settings: loop.Settings{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond}}, step, Metrics{})
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond}, step, Metrics{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +330,7 @@ func TestAbortedBatchRunsTheGuardAgain(t *testing.T) {
 	produceTxn(t, brokers, "in", 1, 3)
 	var calls atomic.Int32
 	step := &failOnce{copyStep: &copyStep{out: "out"}}
-	l, err := New(Config{Settings: loop.Settings{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error { calls.Add(1); return nil }}}, step, Metrics{})
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error { calls.Add(1); return nil }}, step, Metrics{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,10 +343,10 @@ func TestAbortedBatchRunsTheGuardAgain(t *testing.T) {
 }
 
 func TestFetchErrorUnwraps(t *testing.T) {
-	err := fmt.Errorf("%w: %w", loop.ErrFatal, &FetchError{Topic: "t", Partition: 2, Err: kerr.TopicAuthorizationFailed})
+	err := fmt.Errorf("%w: %w", ErrFatal, &FetchError{Topic: "t", Partition: 2, Err: kerr.TopicAuthorizationFailed})
 	var fe *FetchError
-	if !errors.Is(err, loop.ErrFatal) || !errors.Is(err, kerr.TopicAuthorizationFailed) || !errors.As(err, &fe) || fe.Partition != 2 {
-		t.Fatalf("%v: want loop.ErrFatal, the Kafka error and the FetchError all reachable", err)
+	if !errors.Is(err, ErrFatal) || !errors.Is(err, kerr.TopicAuthorizationFailed) || !errors.As(err, &fe) || fe.Partition != 2 {
+		t.Fatalf("%v: want ErrFatal, the Kafka error and the FetchError all reachable", err)
 	}
 }
 
@@ -355,14 +354,14 @@ func TestFetchErrorUnwraps(t *testing.T) {
 // still see why.
 func TestTxnErrorKeepsTheCause(t *testing.T) {
 	err := txnError("end transaction", "tid", kerr.TransactionalIDAuthorizationFailed)
-	if !errors.Is(err, loop.ErrFatal) || !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
-		t.Fatalf("%v: want loop.ErrFatal wrapping kerr.TransactionalIDAuthorizationFailed", err)
+	if !errors.Is(err, ErrFatal) || !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		t.Fatalf("%v: want ErrFatal wrapping kerr.TransactionalIDAuthorizationFailed", err)
 	}
-	if err := txnError("end transaction", "tid", kerr.ProducerFenced); errors.Is(err, loop.ErrFatal) || !errors.Is(err, errRestartSession) ||
+	if err := txnError("end transaction", "tid", kerr.ProducerFenced); errors.Is(err, ErrFatal) || !errors.Is(err, errRestartSession) ||
 		!errors.Is(err, kerr.ProducerFenced) {
 		t.Fatalf("%v: want PRODUCER_FENCED to replace the session, not end the run", err)
 	}
-	if err := txnError("end transaction", "tid", kerr.InvalidProducerEpoch); errors.Is(err, loop.ErrFatal) || !errors.Is(err, errRestartSession) {
+	if err := txnError("end transaction", "tid", kerr.InvalidProducerEpoch); errors.Is(err, ErrFatal) || !errors.Is(err, errRestartSession) {
 		t.Fatalf("%v: want INVALID_PRODUCER_EPOCH to replace the session, not end the run", err)
 	}
 	if err := txnError("begin transaction", "tid", kerr.CoordinatorNotAvailable); !errors.Is(err, errRestartSession) || !errors.Is(err, kerr.CoordinatorNotAvailable) {
@@ -376,7 +375,7 @@ func TestBoundEndsOnAMarkerPolledAlone(t *testing.T) {
 	brokers := cluster(t, 1, "in", "out")
 	produceTxn(t, brokers, "in", 1, 4) // offsets 0..3, the marker at 4
 	step := &copyStep{out: "out"}
-	l, err := New(Config{Settings: loop.Settings{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", MaxPollRecords: 4}, Bound: &Bound{Stop: map[string]map[int32]int64{"in": {0: 5}},
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", MaxPollRecords: 4, Bound: &Bound{Stop: map[string]map[int32]int64{"in": {0: 5}},
 		Done: func(c map[string]map[int32]kgo.EpochOffset) bool { return c["in"][0].Offset >= 5 }}}, step, Metrics{})
 	if err != nil {
 		t.Fatal(err)
@@ -398,12 +397,12 @@ func TestGuardFailureRestartsTheSessionWithoutLoss(t *testing.T) {
 	produceTxn(t, brokers, "in", 1, 5)
 	var calls atomic.Int32
 	step := &copyStep{out: "out"}
-	l, err := New(Config{Settings: loop.Settings{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error {
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error {
 		if calls.Add(1) == 1 {
 			return errors.New("cannot describe producers yet")
 		}
 		return nil
-	}}}, step, Metrics{})
+	}}, step, Metrics{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
-
-	"github.com/flakestream/flakestream/pipeline/loop"
 )
 
 // retry is the backoff of the loop, whose batches can fail for passing
@@ -29,7 +27,7 @@ func (r *retry) after(ctx context.Context, err error) (stop bool, ret error) {
 		r.cur = r.min
 		r.last.Store(nil)
 		return false, nil
-	case errors.Is(err, loop.ErrFatal), errors.Is(err, loop.ErrMissingTopic):
+	case errors.Is(err, ErrFatal), errors.Is(err, ErrMissingTopic):
 		return true, err
 	case ctx.Err() != nil:
 		return true, nil

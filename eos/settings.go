@@ -1,21 +1,4 @@
-// Package loop holds the settings of the exactly-once consume-produce loop
-// that the worker (package pipeline), the auditor (audit) and
-// replays (replay) all run: one Settings type, its defaults and
-// its errors, shared by every product instead of an option per field in
-// each.
-//
-// A Settings says which cluster, topics and group to consume, under which
-// transactional identity, and within which bounds (batch size, timeouts,
-// backoff); the products take it as their first argument:
-//
-//	s := loop.Settings{Brokers: []string{"127.0.0.1:9092"}, Topics: []string{"orders"}, Group: "flakestream"}
-//	w, err := pipeline.NewWorker(s, pipeline.OutputTopic("orders.numbered"), pipeline.Numbers(gen))
-//
-// What it does not hold: the loop itself (internal/eos: sessions,
-// transactions, aborts, the close order), and what a product does with a
-// batch (its own options: the worker's output topic and numbers, the
-// auditor's layout and windows).
-package loop
+package eos
 
 import (
 	"context"
@@ -29,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Defaults of Settings: a zero field means its default.
+// Defaults of Config: a zero field means its default.
 const (
 	DefaultBroker             = "127.0.0.1:9092"
 	DefaultMaxPollRecords     = 10000
@@ -74,9 +57,13 @@ var (
 	ErrCommitAborted = errors.New("pipeline: transaction aborted")
 )
 
-// Settings are the loop's settings. A zero field means the default in its
-// comment; Validate fills the defaults in and checks the rest.
-type Settings struct {
+// Config is the loop's configuration, one type for every product that runs
+// the loop: which cluster, topics and group, under which transactional
+// identity, within which bounds, and how the loop commits. A zero field
+// means the default in its comment; Validate fills the defaults in and
+// checks the rest. A product takes a Config and sets Name, Mode and the
+// other fields it decides itself.
+type Config struct {
 	// Brokers are the seed brokers. Required (ErrNoBrokers).
 	Brokers []string
 	// Topics are the topics consumed. Required (ErrNoInput).
@@ -124,12 +111,40 @@ type Settings struct {
 	// the product's own, so they override them.
 	KafkaOpts []kgo.Opt
 	// BeforeProduce, if set, is the orphaned-transaction guard
-	// (internal/txnguard; the CLI's --orphan-guard): a transactional
+	// (eos/txnguard; the CLI's --orphan-guard): a transactional
 	// product calls it before the first poll of every session and after
 	// every transaction that did not commit, with the partitions it
 	// produces to and all of __consumer_offsets (nil partitions). An error
 	// wrapping ErrFatal ends Run; any other is retried after a backoff.
 	BeforeProduce func(ctx context.Context, cl *kgo.Client, partitions map[string][]int32) error
+
+	// What the product decides about how its loop runs.
+
+	// Mode is Transactional (default) or AtLeastOnce.
+	Mode Mode
+	// StartAtEnd makes a group without committed offsets start at the end
+	// of each partition instead of the start (the default, so that
+	// nothing is skipped).
+	StartAtEnd bool
+	// Static makes InstanceID the group instance ID (KIP-345).
+	Static bool
+	// TopUpWait, in Transactional mode, bounds one more poll after a poll
+	// that returned fewer than MaxPollRecords records, whose records join
+	// the same transaction (see Loop.topUp): what arrived during the last
+	// transaction is committed one transaction sooner. Default 0: off.
+	TopUpWait time.Duration
+	// LagEvery is how often the lag gauge is refreshed; default 10s.
+	LagEvery time.Duration
+	// MetricsNamespace is the namespace of franz-go's client metrics
+	// (plugin/kprom) on Registerer; default "flakestream".
+	MetricsNamespace string
+	// ClientOpts are the step's own franz-go options (producer tuning),
+	// applied before KafkaOpts.
+	ClientOpts []kgo.Opt
+	// Bound, if set, makes the run bounded; see Bound.
+	Bound *Bound
+	// Name is how the logs call the loop's owner ("worker", "audit").
+	Name string
 }
 
 // NoWait maps a user's wait d, where 0 means "do not wait" (the CLI's
@@ -142,7 +157,7 @@ func NoWait(d time.Duration) time.Duration {
 	return d
 }
 
-// DefaultInstanceID is the instance ID of Settings that give none: the
+// DefaultInstanceID is the instance ID of a Config that gives none: the
 // host name, unique per pod in Kubernetes.
 func DefaultInstanceID() string {
 	host, _ := os.Hostname()
@@ -150,7 +165,7 @@ func DefaultInstanceID() string {
 }
 
 // Validate checks s and fills in its defaults.
-func (s *Settings) Validate() error {
+func (s *Config) validateCommon() error {
 	switch {
 	case len(s.Brokers) == 0:
 		return ErrNoBrokers
@@ -193,7 +208,7 @@ func (s *Settings) Validate() error {
 }
 
 // CheckNotInput returns ErrSameTopic if any of topics is consumed.
-func (s *Settings) CheckNotInput(topics ...string) error {
+func (s *Config) CheckNotInput(topics ...string) error {
 	for _, in := range s.Topics {
 		for _, t := range topics {
 			if t != "" && in == t {

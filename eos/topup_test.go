@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -16,7 +15,7 @@ import (
 func TestTopUp(t *testing.T) {
 	brokers := cluster(t, 1, "in", "out")
 	produceTxn(t, brokers, "in", 1, 5)
-	l, err := New(Config{Settings: loop.Settings{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", MaxPollRecords: 4}, TopUpWait: 200 * time.Millisecond}, &copyStep{out: "out"}, Metrics{})
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", MaxPollRecords: 4, TopUpWait: 200 * time.Millisecond}, &copyStep{out: "out"}, Metrics{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +57,7 @@ func TestTopUp(t *testing.T) {
 func TestLoopWithTopUpCopiesEverythingOnce(t *testing.T) {
 	brokers := cluster(t, 2, "in", "out")
 	step := &copyStep{out: "out"}
-	l, err := New(Config{Settings: loop.Settings{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i"}, TopUpWait: 20 * time.Millisecond}, step, Metrics{})
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", TopUpWait: 20 * time.Millisecond}, step, Metrics{})
 	if err != nil {
 		t.Fatal(err)
 	}

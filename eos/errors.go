@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -12,7 +11,7 @@ import (
 var errRestartSession = errors.New("pipeline: kafka session must be restarted")
 
 // FetchError is a fetch of one partition that failed. Fatal ones reach the
-// caller wrapped in loop.ErrFatal; the others are logged and retried.
+// caller wrapped in ErrFatal; the others are logged and retried.
 type FetchError struct {
 	Topic     string
 	Partition int32
@@ -56,7 +55,7 @@ func IsFatalKafka(err error) bool {
 // included, see IsFatalKafka) asks for a new session.
 func txnError(op, txnID string, err error) error {
 	if IsFatalKafka(err) {
-		return fmt.Errorf("%w: %s: %w (not authorized for transactional ID %q)", loop.ErrFatal, op, err, txnID)
+		return fmt.Errorf("%w: %s: %w (not authorized for transactional ID %q)", ErrFatal, op, err, txnID)
 	}
 	if errors.Is(err, kerr.ProducerFenced) {
 		return fmt.Errorf("%w: %s: %w (the broker fenced transactional ID %q: its transaction timed out while this process hung, "+

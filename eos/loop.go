@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/internal/kafkaacl"
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kprom"
@@ -34,17 +33,17 @@ type Step interface {
 	// Start is called at the start of every session, before the first
 	// poll: it checks (or creates) the topics it produces to, usually
 	// with Session.CheckTopics, and returns their partitions, which the
-	// loop hands to Settings.BeforeProduce. An error ends Run.
+	// loop hands to Config.BeforeProduce. An error ends Run.
 	Start(ctx context.Context, s *Session) (produceTo map[string][]int32, err error)
 	// Process handles one polled batch. In Transactional mode tx is the
 	// open transaction, and every record the batch produces goes through
 	// it; in AtLeastOnce mode tx is nil. fetches holds no transaction
 	// markers and no record past a Bound. An error aborts the
-	// transaction; wrap loop.ErrFatal to end Run, anything else is retried.
+	// transaction; wrap ErrFatal to end Run, anything else is retried.
 	Process(ctx context.Context, tx *Tx, fetches kgo.Fetches) error
 	// Committed is called once the batch's transaction committed (in
 	// AtLeastOnce mode: before its offsets are committed). An error
-	// wrapping loop.ErrFatal ends Run.
+	// wrapping ErrFatal ends Run.
 	Committed() error
 	// Aborted is called when the batch's transaction did not commit.
 	Aborted()
@@ -94,7 +93,7 @@ func (l *Loop) Counts() (committed, aborted int64) { return l.committed.Load(), 
 
 // Run consumes until ctx ends, a fatal error, or a Bound is reached. A batch
 // that fails for a passing reason is aborted and retried with backoff; a
-// fatal error ends Run with an error wrapping loop.ErrFatal or loop.ErrMissingTopic.
+// fatal error ends Run with an error wrapping ErrFatal or ErrMissingTopic.
 // After ctx ends, Run finishes or aborts the open transaction and leaves
 // the group within the shutdown timeout.
 func (l *Loop) Run(ctx context.Context) error {
@@ -149,7 +148,7 @@ func (l *Loop) transactional(ctx context.Context, r *retry) error {
 	defer end()
 	txn, err := kgo.NewGroupTransactSession(l.kafkaOpts(l.transactionalOpts())...)
 	if err != nil {
-		return fmt.Errorf("%w: kafka client: %w", loop.ErrFatal, err)
+		return fmt.Errorf("%w: kafka client: %w", ErrFatal, err)
 	}
 	defer l.closeTransactional(txn)
 	cl := txn.Client()
@@ -207,7 +206,7 @@ func (l *Loop) atLeastOnce(ctx context.Context, r *retry) error {
 	// only read again after a crash or a failed commit.
 	cl, err := kgo.NewClient(l.kafkaOpts([]kgo.Opt{kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll()})...)
 	if err != nil {
-		return fmt.Errorf("%w: kafka client: %w", loop.ErrFatal, err)
+		return fmt.Errorf("%w: kafka client: %w", ErrFatal, err)
 	}
 	defer l.closeAtLeastOnce(cl)
 	if _, err := l.start(ctx, cl); err != nil {
@@ -265,7 +264,7 @@ func (l *Loop) guardAtStart(ctx context.Context, cl *kgo.Client, parts map[strin
 		switch {
 		case err == nil || ctx.Err() != nil:
 			return nil
-		case errors.Is(err, loop.ErrFatal), kafkaacl.Is(err):
+		case errors.Is(err, ErrFatal), kafkaacl.Is(err):
 			return guardError(err)
 		case coordinatorStarting(err) && time.Now().Before(deadline):
 			if !logged {
@@ -287,8 +286,8 @@ func (l *Loop) guardAtStart(ctx context.Context, cl *kgo.Client, parts map[strin
 // guardError is a failed orphaned-transaction guard: fatal if a right is
 // missing (retrying cannot grant it), else one to retry.
 func guardError(err error) error {
-	if kafkaacl.Is(err) && !errors.Is(err, loop.ErrFatal) {
-		return fmt.Errorf("%w: orphaned-transaction guard: %w", loop.ErrFatal, err)
+	if kafkaacl.Is(err) && !errors.Is(err, ErrFatal) {
+		return fmt.Errorf("%w: orphaned-transaction guard: %w", ErrFatal, err)
 	}
 	return fmt.Errorf("orphaned-transaction guard: %w", err)
 }
@@ -373,7 +372,7 @@ func (l *Loop) boundReached(cl *kgo.Client) bool {
 func (l *Loop) fetchErrors(fetches kgo.Fetches) error {
 	for _, fe := range fetches.Errors() {
 		if IsFatalKafka(fe.Err) {
-			return fmt.Errorf("%w: %w", loop.ErrFatal, &FetchError{Topic: fe.Topic, Partition: fe.Partition, Err: fe.Err})
+			return fmt.Errorf("%w: %w", ErrFatal, &FetchError{Topic: fe.Topic, Partition: fe.Partition, Err: fe.Err})
 		}
 		l.cfg.Logger.Warn("fetch error; retrying", "topic", fe.Topic, "partition", fe.Partition, "err", fe.Err)
 	}

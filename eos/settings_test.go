@@ -1,4 +1,4 @@
-package loop
+package eos
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 // Validate fills every zero field with its default and refuses what no
 // default can fix, with the sentinel its doc comment names.
 func TestValidate(t *testing.T) {
-	s := Settings{Brokers: []string{"b:9092"}, Topics: []string{"orders"}, Group: "g"}
+	s := Config{Brokers: []string{"b:9092"}, Topics: []string{"orders"}, Group: "g"}
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -20,21 +20,21 @@ func TestValidate(t *testing.T) {
 		s.BackoffMin != DefaultBackoffMin || s.BackoffMax != DefaultBackoffMax || s.Logger == nil {
 		t.Fatalf("defaults not filled in: %+v", s)
 	}
-	ok := Settings{Brokers: []string{"b:9092"}, Topics: []string{"orders"}, Group: "g"}
-	with := func(f func(*Settings)) Settings { c := ok; f(&c); return c }
+	ok := Config{Brokers: []string{"b:9092"}, Topics: []string{"orders"}, Group: "g"}
+	with := func(f func(*Config)) Config { c := ok; f(&c); return c }
 	for _, c := range []struct {
 		name string
-		s    Settings
+		s    Config
 		want error
 	}{
-		{"no brokers", with(func(s *Settings) { s.Brokers = nil }), ErrNoBrokers},
-		{"no topics", with(func(s *Settings) { s.Topics = nil }), ErrNoInput},
-		{"no group", with(func(s *Settings) { s.Group = "" }), ErrNoGroup},
-		{"poll records", with(func(s *Settings) { s.MaxPollRecords = -1 }), ErrBadConfig},
-		{"session timeout", with(func(s *Settings) { s.SessionTimeout = time.Second }), ErrBadConfig},
-		{"txn timeout low", with(func(s *Settings) { s.TransactionTimeout = time.Millisecond }), ErrBadConfig},
-		{"txn timeout high", with(func(s *Settings) { s.TransactionTimeout = time.Hour }), ErrBadConfig},
-		{"backoff", with(func(s *Settings) { s.BackoffMin, s.BackoffMax = time.Second, time.Millisecond }), ErrBadConfig},
+		{"no brokers", with(func(s *Config) { s.Brokers = nil }), ErrNoBrokers},
+		{"no topics", with(func(s *Config) { s.Topics = nil }), ErrNoInput},
+		{"no group", with(func(s *Config) { s.Group = "" }), ErrNoGroup},
+		{"poll records", with(func(s *Config) { s.MaxPollRecords = -1 }), ErrBadConfig},
+		{"session timeout", with(func(s *Config) { s.SessionTimeout = time.Second }), ErrBadConfig},
+		{"txn timeout low", with(func(s *Config) { s.TransactionTimeout = time.Millisecond }), ErrBadConfig},
+		{"txn timeout high", with(func(s *Config) { s.TransactionTimeout = time.Hour }), ErrBadConfig},
+		{"backoff", with(func(s *Config) { s.BackoffMin, s.BackoffMax = time.Second, time.Millisecond }), ErrBadConfig},
 	} {
 		if err := c.s.Validate(); !errors.Is(err, c.want) {
 			t.Errorf("%s: Validate = %v, want %v", c.name, err, c.want)
@@ -48,7 +48,7 @@ func TestNoWait(t *testing.T) {
 	if NoWait(0) >= 0 || NoWait(-time.Second) >= 0 || NoWait(time.Second) != time.Second {
 		t.Fatalf("NoWait(0)=%s NoWait(-1s)=%s NoWait(1s)=%s", NoWait(0), NoWait(-time.Second), NoWait(time.Second))
 	}
-	s := Settings{Topics: []string{"in"}}
+	s := Config{Topics: []string{"in"}}
 	if err := s.CheckNotInput("out", "in"); !errors.Is(err, ErrSameTopic) {
 		t.Fatalf("CheckNotInput = %v, want ErrSameTopic", err)
 	}

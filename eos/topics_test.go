@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -44,12 +43,12 @@ func textLogger(w *syncBuf) *slog.Logger {
 
 // Topics created a moment after the loop starts (an init container, a
 // deploy script) are waited for: the loop copies every record instead of
-// ending with loop.ErrMissingTopic, and says once, by name, what it waits for.
+// ending with ErrMissingTopic, and says once, by name, what it waits for.
 func TestLoopWaitsForTopicsCreatedAfterItStarts(t *testing.T) {
 	brokers := cluster(t, 2) // no topics yet
 	var logs syncBuf
 	step := &copyStep{out: "out"}
-	l, err := New(Config{Settings: loop.Settings{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", TopicWait: 20 * time.Second, Logger: textLogger(&logs)}}, step, Metrics{})
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", TopicWait: 20 * time.Second, Logger: textLogger(&logs)}, step, Metrics{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,19 +77,19 @@ func TestLoopWaitsForTopicsCreatedAfterItStarts(t *testing.T) {
 	}
 }
 
-// After TopicWait a missing output is still the one-line loop.ErrMissingTopic.
+// After TopicWait a missing output is still the one-line ErrMissingTopic.
 func TestMissingOutputAfterTopicWaitIsErrMissingTopic(t *testing.T) {
 	brokers := cluster(t, 1, "in")
 	var logs syncBuf
-	l, err := New(Config{Settings: loop.Settings{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", TopicWait: 300 * time.Millisecond, Logger: textLogger(&logs)}}, &copyStep{out: "out"}, Metrics{})
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", TopicWait: 300 * time.Millisecond, Logger: textLogger(&logs)}, &copyStep{out: "out"}, Metrics{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	err = l.Run(ctx)
-	if !errors.Is(err, loop.ErrMissingTopic) || err.Error() != "pipeline: topic does not exist: out" {
-		t.Fatalf("Run = %v, want loop.ErrMissingTopic for out", err)
+	if !errors.Is(err, ErrMissingTopic) || err.Error() != "pipeline: topic does not exist: out" {
+		t.Fatalf("Run = %v, want ErrMissingTopic for out", err)
 	}
 	if !strings.Contains(logs.String(), `msg="waiting for topic" topic=out reason="does not exist"`) {
 		t.Errorf("no line waiting for out:\n%s", logs.String())
@@ -129,13 +128,13 @@ func TestGuardWaitsForTheCoordinatorAtStart(t *testing.T) {
 	var logs syncBuf
 	var calls atomic.Int32
 	step := &copyStep{out: "out"}
-	l, err := New(Config{Settings: loop.Settings{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BackoffMin: 10 * time.Millisecond, Logger: textLogger(&logs), BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error {
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BackoffMin: 10 * time.Millisecond, Logger: textLogger(&logs), BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error {
 		if calls.Add(1) <= 3 {
 			// What txnguard returns when DescribeTransactions meets it.
 			return fmt.Errorf("txnguard: describe transaction x: %w", kerr.CoordinatorNotAvailable)
 		}
 		return nil
-	}}, Name: "worker"}, step, Metrics{})
+	}, Name: "worker"}, step, Metrics{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +161,7 @@ func TestPhasesOfACommittedTransaction(t *testing.T) {
 	produceTxn(t, brokers, "in", 1, 5)
 	h := NewPhaseHistogram()
 	step := &copyStep{out: "out"}
-	l, err := New(Config{Settings: loop.Settings{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i"}}, step, Metrics{Phases: h})
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i"}, step, Metrics{Phases: h})
 	if err != nil {
 		t.Fatal(err)
 	}

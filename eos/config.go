@@ -3,7 +3,6 @@ package eos
 import (
 	"time"
 
-	"github.com/flakestream/flakestream/pipeline/loop"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -24,39 +23,6 @@ const (
 
 // DefaultLagEvery is how often the lag gauge is refreshed.
 const DefaultLagEvery = 10 * time.Second
-
-// Config is a product's loop: the Settings every product shares (see
-// package pipeline/loop), and what the product itself decides about how
-// its loop runs. A zero field means the default given in its comment;
-// Validate fills them in.
-type Config struct {
-	loop.Settings
-	// Mode is Transactional (default) or AtLeastOnce.
-	Mode Mode
-	// StartAtEnd makes a group without committed offsets start at the end
-	// of each partition instead of the start (the default, so that
-	// nothing is skipped).
-	StartAtEnd bool
-	// Static makes InstanceID the group instance ID (KIP-345).
-	Static bool
-	// TopUpWait, in Transactional mode, bounds one more poll after a poll
-	// that returned fewer than MaxPollRecords records, whose records join
-	// the same transaction (see Loop.topUp): what arrived during the last
-	// transaction is committed one transaction sooner. Default 0: off.
-	TopUpWait time.Duration
-	// LagEvery is how often the lag gauge is refreshed; default 10s.
-	LagEvery time.Duration
-	// MetricsNamespace is the namespace of franz-go's client metrics
-	// (plugin/kprom) on Settings.Registerer; default "flakestream".
-	MetricsNamespace string
-	// ClientOpts are the step's own franz-go options (producer tuning),
-	// applied before Settings.KafkaOpts.
-	ClientOpts []kgo.Opt
-	// Bound, if set, makes the run bounded; see Bound.
-	Bound *Bound
-	// Name is how the logs call the loop's owner ("worker", "audit").
-	Name string
-}
 
 // Metrics are where a loop reports, each optional: Lag is set to each
 // consumed partition's lag (labels topic, partition); Transactions counts
@@ -86,11 +52,11 @@ type Bound struct {
 
 // Validate checks the settings and fills in the defaults.
 func (c *Config) Validate() error {
-	if err := c.Settings.Validate(); err != nil {
+	if err := c.validateCommon(); err != nil {
 		return err
 	}
 	if c.Mode == Transactional && c.InstanceID == "" && c.TransactionalID == "" {
-		return loop.ErrNoInstance
+		return ErrNoInstance
 	}
 	if c.TransactionalID == "" {
 		c.TransactionalID = "flakestream-" + c.Group + "-" + c.InstanceID
