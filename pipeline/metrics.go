@@ -111,21 +111,9 @@ func (t *TimedSequencer) Reserve(ctx context.Context, req idgen.Request) (idgen.
 // Serve serves /metrics from reg, /healthz, and /readyz (ready reports why
 // not, or nil) on addr until ctx ends. extra adds handlers (the audit page).
 func Serve(ctx context.Context, addr string, reg *prometheus.Registry, ready func() error, extra map[string]http.Handler, log *slog.Logger) (net.Addr, error) {
-	if err := reg.Register(newReadyGauge(ready)); err != nil {
-		return nil, fmt.Errorf("register flakestream_ready: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := ready(); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ready\n"))
-	})
-	for path, h := range extra {
-		mux.Handle(path, h)
+	mux, err := Handler(reg, ready, extra)
+	if err != nil {
+		return nil, err
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -144,4 +132,27 @@ func Serve(ctx context.Context, addr string, reg *prometheus.Registry, ready fun
 		}
 	}()
 	return l.Addr(), nil
+}
+
+// Handler is what Serve serves: /metrics from reg (with flakestream_ready,
+// which it registers), /healthz, /readyz and the extra handlers, for a
+// caller that runs its own server (with TLS or authentication).
+func Handler(reg *prometheus.Registry, ready func() error, extra map[string]http.Handler) (http.Handler, error) {
+	if err := reg.Register(newReadyGauge(ready)); err != nil {
+		return nil, fmt.Errorf("register flakestream_ready: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	for path, h := range extra {
+		mux.Handle(path, h)
+	}
+	return mux, nil
 }

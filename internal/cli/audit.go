@@ -80,7 +80,7 @@ func (cfg *auditConfig) command() *cli.Command {
 				durationFlag(flagCatchUpTimeout, &cfg.catchUpTimeout, audit.DefaultCatchUpTimeout, "bound on reading back the last dup window of a partition this instance is given, so a restart or rebalance forgets nothing (0 turns the catch-up off)"),
 			},
 			cfg.consume.flags(flagCreateTopics, flagMaxPollRecords, flagTxnTimeout, flagSessionTimeout, flagShutdownTimeout, flagOrphanGuard, flagTopicWait),
-			cfg.layout.flags(), cfg.schema.flags(), cfg.kafka.flags(), cfg.ops.flags(defaultAuditHTTPAddr)),
+			cfg.layout.flags(), cfg.schema.flags(), cfg.kafka.flags(), cfg.ops.flags(defaultAuditHTTPAddr, legacyAuditPprofAddr)),
 		Action: cfg.run,
 	})
 }

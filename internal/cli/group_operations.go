@@ -2,12 +2,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
+	"net"
 	"net/http"
-	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -23,6 +23,7 @@ import (
 const (
 	flagHTTPAddr  = "http-addr"
 	flagPprof     = "pprof"
+	flagPprofAddr = "pprof-addr"
 	flagLogFormat = "log-format"
 	flagLogLevel  = "log-level"
 	flagJSON      = "json"
@@ -33,6 +34,9 @@ const (
 const (
 	defaultRunHTTPAddr   = ":9464"
 	defaultAuditHTTPAddr = ":9465"
+	// What the deprecated --pprof listens on.
+	legacyRunPprofAddr   = "127.0.0.1:6060"
+	legacyAuditPprofAddr = "127.0.0.1:6061"
 	defaultLogFormat     = "text"
 	defaultLogLevel      = "info"
 )
@@ -40,15 +44,22 @@ const (
 type opsConfig struct {
 	httpAddr, logFormat, logLevel string
 	memoryLimit                   string
-	pprof                         bool
+	pprofAddr                     string
+	// pprof is the deprecated --pprof, which serves the profiles on
+	// pprofLegacyAddr.
+	pprof           bool
+	pprofLegacyAddr string
 }
 
 // flags are the operations flags of a long-running command serving its
-// metrics on httpAddr by default.
-func (o *opsConfig) flags(httpAddr string) []cli.Flag {
+// metrics on httpAddr by default; the deprecated --pprof serves the
+// profiles on pprofAddr.
+func (o *opsConfig) flags(httpAddr, pprofAddr string) []cli.Flag {
+	o.pprofLegacyAddr = pprofAddr
 	return append([]cli.Flag{
 		stringFlag(flagHTTPAddr, &o.httpAddr, httpAddr, "serve /metrics, /healthz and /readyz on this address (\"\" turns it off)"),
-		boolFlag(flagPprof, &o.pprof, "also serve Go's profiles under /debug/pprof/ on --http-addr (CPU, heap, goroutines: what a slow or stuck process is doing); off by default, as they show the process's internals to whoever reaches the address"),
+		stringFlag(flagPprofAddr, &o.pprofAddr, "", "serve Go's profiles under /debug/pprof/ (CPU, heap, goroutines: what a slow or stuck process is doing) on this address, apart from --http-addr; a port alone (6060 or :6060) listens on 127.0.0.1 only, give a host (0.0.0.0:6060) to listen elsewhere (default: off)"),
+		boolFlag(flagPprof, &o.pprof, "deprecated, use --"+flagPprofAddr+": serves the profiles on "+pprofAddr+", no longer on --http-addr"),
 		o.memoryLimitFlag(),
 	}, o.logFlags()...)
 }
@@ -101,20 +112,21 @@ func nameTrace(_ []string, a slog.Attr) slog.Attr {
 }
 
 // serve serves /metrics from reg, /healthz, /readyz (from ready) and the
-// extra handlers on --http-addr until ctx ends, when the flag is set; paths
-// names what is served in the log line.
+// extra handlers on --http-addr until ctx ends, when the flag is set, and
+// the profiles on --pprof-addr when that is; paths names what is served in
+// the log line.
 func (o *opsConfig) serve(ctx context.Context, reg *prometheus.Registry, ready func() error, extra map[string]http.Handler, log *slog.Logger, paths string) error {
+	if err := o.servePprof(ctx, log); err != nil {
+		return err
+	}
 	if o.httpAddr == "" {
-		if o.pprof {
-			return usageErr("--%s needs --%s: the profiles are served on it", flagPprof, flagHTTPAddr)
-		}
 		return nil
 	}
-	if o.pprof {
-		extra = withPprof(extra)
-		paths += " and /debug/pprof/"
+	h, err := pipeline.Handler(reg, ready, extra)
+	if err != nil {
+		return err
 	}
-	bound, err := pipeline.Serve(ctx, o.httpAddr, reg, ready, extra, log)
+	bound, err := serveHTTP(ctx, o.httpAddr, h, log)
 	if err != nil {
 		return fmt.Errorf("--%s %s: %w", flagHTTPAddr, o.httpAddr, err)
 	}
@@ -122,21 +134,25 @@ func (o *opsConfig) serve(ctx context.Context, reg *prometheus.Registry, ready f
 	return nil
 }
 
-// withPprof returns extra with net/http/pprof's handlers added, as that
-// package registers them on the default mux (which flakestream does not
-// serve): the index and every named profile under /debug/pprof/, and the
-// CPU profile, the execution trace, the command line and symbol lookup.
-func withPprof(extra map[string]http.Handler) map[string]http.Handler {
-	m := maps.Clone(extra)
-	if m == nil {
-		m = map[string]http.Handler{}
+// serveHTTP serves h on addr until ctx ends, and returns the address bound.
+func serveHTTP(ctx context.Context, addr string, h http.Handler, log *slog.Logger) (net.Addr, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
 	}
-	m["/debug/pprof/"] = http.HandlerFunc(pprof.Index)
-	m["/debug/pprof/cmdline"] = http.HandlerFunc(pprof.Cmdline)
-	m["/debug/pprof/profile"] = http.HandlerFunc(pprof.Profile)
-	m["/debug/pprof/symbol"] = http.HandlerFunc(pprof.Symbol)
-	m["/debug/pprof/trace"] = http.HandlerFunc(pprof.Trace)
-	return m
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server stopped", "addr", l.Addr().String(), "err", err)
+		}
+	}()
+	return l.Addr(), nil
 }
 
 func jsonFlag(dst *bool, usage string) cli.Flag { return boolFlag(flagJSON, dst, usage) }

@@ -38,7 +38,7 @@ func runCommand() *cli.Command {
 				flagTxnTimeout, flagSessionTimeout, flagStaticMembership, flagShutdownTimeout, flagOrphanGuard, flagTopicWait, flagTopUpWait, flagLanes),
 			[]cli.Flag{sequencerFlag(&cfg.sequencer)},
 			cfg.identity.flags(), cfg.layout.flags(), cfg.redis.flags(), cfg.codec.flags(), cfg.schema.flags(), cfg.idempotency.flags(),
-			cfg.trust.flags(), cfg.kafka.flags(), cfg.ops.flags(defaultRunHTTPAddr)),
+			cfg.trust.flags(), cfg.kafka.flags(), cfg.ops.flags(defaultRunHTTPAddr, legacyRunPprofAddr)),
 		Action: cfg.run,
 	})
 }

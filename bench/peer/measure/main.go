@@ -9,7 +9,7 @@
 //	measure topics  -brokers B -partitions N -create T1,T2 | -delete T1,T2
 //	measure fill    -brokers B -topic T -count N [-record-bytes 200]
 //	measure watch   -brokers B -topic T -group G -pid P -broker-pid Q [-redis-pid R]
-//	                [-pprof http://H:P -cpu-profile F -profile-seconds 5] [-metrics-out F]
+//	                [-pprof http://H:P -cpu-profile F -profile-seconds 5] [-metrics http://H:P] [-metrics-out F]
 //	measure check   -brokers B -topic T -expect numbered|copy
 //	measure latency -brokers B -input T -output O [-rate 1000 -duration 15s]
 //
@@ -197,8 +197,9 @@ func watch(ctx context.Context, args []string) (any, error) {
 	fs.DurationVar(&w.every, "every", 50*time.Millisecond, "sampling interval")
 	fs.Float64Var(&lo, "lo", 0.1, "the steady window opens at this fraction of the backlog committed")
 	fs.Float64Var(&hi, "hi", 0.9, "and closes at this one")
-	var addr, metricsOut string
-	fs.StringVar(&addr, "pprof", "", "the worker's HTTP address, http://host:port, serving /debug/pprof/ (and, for -metrics-out, /metrics)")
+	var addr, metricsAddr, metricsOut string
+	fs.StringVar(&addr, "pprof", "", "the worker's HTTP address, http://host:port, serving /debug/pprof/ (and, for -metrics-out without -metrics, /metrics)")
+	fs.StringVar(&metricsAddr, "metrics", "", "the worker's HTTP address serving /metrics, for -metrics-out (default: -pprof's)")
 	fs.StringVar(&w.prof.out, "cpu-profile", "", "with -pprof: write the worker's CPU profile, taken from the steady window's start, to this file")
 	fs.IntVar(&w.prof.seconds, "profile-seconds", 5, "the CPU profile's length")
 	fs.StringVar(&metricsOut, "metrics-out", "", "with -pprof: write the worker's /metrics, read once the backlog is committed, to this file")
@@ -206,8 +207,14 @@ func watch(ctx context.Context, args []string) (any, error) {
 		return nil, err
 	}
 	addr = strings.TrimSuffix(addr, "/")
-	if (w.prof.out != "" || metricsOut != "") && addr == "" {
-		return nil, errors.New("-cpu-profile and -metrics-out need -pprof")
+	if metricsAddr = strings.TrimSuffix(metricsAddr, "/"); metricsAddr == "" {
+		metricsAddr = addr
+	}
+	if w.prof.out != "" && addr == "" {
+		return nil, errors.New("-cpu-profile needs -pprof")
+	}
+	if metricsOut != "" && metricsAddr == "" {
+		return nil, errors.New("-metrics-out needs -metrics or -pprof")
 	}
 	if w.prof.out != "" {
 		if w.prof.seconds < 1 {
@@ -235,7 +242,7 @@ func watch(ctx context.Context, args []string) (any, error) {
 		return nil, err
 	}
 	if metricsOut != "" {
-		if err := saveMetrics(ctx, addr, metricsOut); err != nil {
+		if err := saveMetrics(ctx, metricsAddr, metricsOut); err != nil {
 			return nil, err
 		}
 	}
