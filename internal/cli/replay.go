@@ -32,26 +32,16 @@ const defaultProgressEvery = 5 * time.Second
 
 // replayConfig is what `flakestream replay` reads from its flags.
 type replayConfig struct {
-	consume       consumeConfig
-	identity      identityConfig
-	layout        layoutConfig
-	redis         redisConfig
-	codec         codecConfig
-	schema        schemaConfig
-	idempotency   idempotencyConfig
-	trust         trustConfig
-	kafka         kafkaConfig
-	ops           opsConfig
+	numberingConfig
 	from, to      string
 	allPartitions bool
 	dryRun        bool
 	replayID      string
 	progressEvery time.Duration
-	sequencer     string
 }
 
 func replayCommand() *cli.Command {
-	cfg := &replayConfig{identity: identityConfig{required: true}}
+	cfg := &replayConfig{numberingConfig: numberingConfig{identity: identityConfig{required: true}}}
 	return configured(&cli.Command{
 		Name:  "replay",
 		Usage: "number a bounded range of a topic into another, exactly once, resumable",

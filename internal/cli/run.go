@@ -12,8 +12,9 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// runConfig is what `flakestream run` reads from its flags.
-type runConfig struct {
+// numberingConfig holds the flag groups of every command that numbers
+// orders from a topic: run, and replay, which is the worker over a range.
+type numberingConfig struct {
 	consume     consumeConfig
 	identity    identityConfig
 	layout      layoutConfig
@@ -27,8 +28,13 @@ type runConfig struct {
 	sequencer   string
 }
 
+// runConfig is what `flakestream run` reads from its flags.
+type runConfig struct {
+	numberingConfig
+}
+
 func runCommand() *cli.Command {
-	cfg := &runConfig{consume: consumeConfig{defaultGroup: pipeline.DefaultGroup}, identity: identityConfig{required: true}}
+	cfg := &runConfig{numberingConfig{consume: consumeConfig{defaultGroup: pipeline.DefaultGroup}, identity: identityConfig{required: true}}}
 	return configured(&cli.Command{
 		Name:  "run",
 		Usage: "number order events from the input topic(s) into the output topic, exactly once",
