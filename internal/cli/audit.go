@@ -62,12 +62,12 @@ func (cfg *auditConfig) command() *cli.Command {
 		Name:  "audit",
 		Usage: "decode every number of the numbered topic into an audit record, flag anomalies, and show them live",
 		Flags: concat(
-			cfg.consume.flags(flagInputTopic),
+			cfg.consume.inputTopicsFlag(),
 			[]cli.Flag{
 				stringFlag(flagAuditTopic, &cfg.auditTopic, "", "topic the audit records go to, exactly once (default \"<first input topic>.audit\"; \"\" turns it off)"),
 				boolFlag(flagStdout, &cfg.stdout, "also write every audit record to standard output as a JSON line"),
 			},
-			cfg.consume.flags(flagGroup, flagInstanceID, flagTransactionalID),
+			cfg.consume.memberFlags(),
 			[]cli.Flag{
 				numberFieldFlag(&cfg.numberField),
 				durationFlag(flagDupWindow, &cfg.dupWindow, audit.DefaultDupWindow, "a number seen again within this much number time is flagged duplicate, and an order seen again with another number renumbered"),
@@ -79,7 +79,7 @@ func (cfg *auditConfig) command() *cli.Command {
 				stringFlag(flagKey, &cfg.key, "", "also flag renumbered an order key seen again with another number, read as --idempotency-key reads it: key, field:<name> or header:<name> (default: by the flakestream-source header only)"),
 				durationFlag(flagCatchUpTimeout, &cfg.catchUpTimeout, audit.DefaultCatchUpTimeout, "bound on reading back the last dup window of a partition this instance is given, so a restart or rebalance forgets nothing (0 turns the catch-up off)"),
 			},
-			cfg.consume.flags(flagCreateTopics, flagMaxPollRecords, flagTxnTimeout, flagSessionTimeout, flagShutdownTimeout, flagOrphanGuard, flagTopicWait),
+			cfg.consume.loopFlags(true),
 			cfg.layout.flags(), cfg.schema.flags(), cfg.kafka.flags(), cfg.ops.flags(defaultAuditHTTPAddr, legacyAuditPprofAddr)),
 		Action: cfg.run,
 	})

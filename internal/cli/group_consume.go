@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -69,71 +68,84 @@ type consumeConfig struct {
 	topUpWait        time.Duration
 	lanes            int
 
-	// defined holds the flags the command has, so that settings leaves a
-	// setting the command has no flag for at the loop's default.
-	defined map[string]bool
+	// hasTopicWait: the command has --topic-wait (verify has not), so
+	// settings passes it on; otherwise the loop keeps its default.
+	hasTopicWait bool
 }
 
-// flags returns the flags of names, in that order. A name outside the
-// group is a programming error.
-func (cc *consumeConfig) flags(names ...string) []cli.Flag {
-	out := make([]cli.Flag, 0, len(names))
-	for _, n := range names {
-		out = append(out, cc.flag(n))
-	}
-	return out
+// The consume group's flags come in named sets, one per part of a
+// command's job; each command composes the sets it needs.
+
+// inputTopicsFlag is --input-topic as a list (run, audit, verify; replay's
+// is one topic, replayInputTopicFlag).
+func (cc *consumeConfig) inputTopicsFlag() []cli.Flag {
+	return []cli.Flag{stringSliceFlag(flagInputTopic, &cc.inputTopics, nil, "topic to read: order events (run) or numbered events (audit); repeat for several; required")}
 }
 
-func (cc *consumeConfig) flag(name string) cli.Flag {
-	if cc.defined == nil {
-		cc.defined = map[string]bool{}
+// outputFlags are the topics a numbering command writes to (run, replay)
+// or verify reads back.
+func (cc *consumeConfig) outputFlags() []cli.Flag {
+	return []cli.Flag{
+		stringFlag(flagOutputTopic, &cc.outputTopic, "", "topic the numbered events go to (required)"),
+		stringFlag(flagDLQTopic, &cc.dlqTopic, "", "dead-letter topic (default: run \"<first input topic>.dlq\", replay \"<output topic>.dlq\")"),
 	}
-	cc.defined[name] = true
-	switch name {
-	case flagInputTopic:
-		return stringSliceFlag(name, &cc.inputTopics, nil, "topic to read: order events (run) or numbered events (audit); repeat for several; required")
-	case flagOutputTopic:
-		return stringFlag(name, &cc.outputTopic, "", "topic the numbered events go to (required)")
-	case flagDLQTopic:
-		return stringFlag(name, &cc.dlqTopic, "", "dead-letter topic (default: run \"<first input topic>.dlq\", replay \"<output topic>.dlq\")")
-	case flagGroup:
-		return stringFlag(name, &cc.group, cc.defaultGroup, "consumer group (a new group starts at --start-offset, the audit's at the earliest offset)")
-	case flagInstanceID:
-		return stringFlag(name, &cc.instanceID, eos.DefaultInstanceID(), "this instance's stable name (default: the host name, unique per pod); the transactional ID is flakestream-<group>-<instance-id>")
-	case flagTransactionalID:
-		return stringFlag(name, &cc.transactionalID, "", "transactional ID, overriding the one derived from --instance-id")
-	case flagStartOffset:
-		return stringFlag(name, &cc.startOffset, string(pipeline.DefaultStartOffset), "where a group with no committed offsets starts: earliest (no order skipped) or latest")
-	case flagCreateTopics:
-		return boolFlag(name, &cc.createTopics, "create a missing output, DLQ or audit topic with the input's partition count instead of refusing to start")
-	case flagMaxPollRecords:
-		return intFlag(name, &cc.maxPollRecords, eos.DefaultMaxPollRecords, "records per transaction at most")
-	case flagMaxBufferedRecords:
-		return intFlag(name, &cc.maxBuffered, pipeline.DefaultMaxBufferedRecords, "records buffered for producing at most")
-	case flagFetchMaxBytes:
-		return intFlag(name, &cc.fetchMaxBytes, pipeline.DefaultFetchMaxBytes, "bytes per fetch response at most")
-	case flagMaxProduceBytes:
-		return intFlag(name, &cc.maxProduceBytes, 0, "cap on each record batch produced (default 0: each topic's max.message.bytes, learnt at start; where that is not readable, 1000012); an output over its topic's limit goes to the DLQ as output_too_large, a dead letter over the DLQ's as a reference record")
-	case flagLinger:
-		return durationFlag(name, &cc.linger, 0, "producer linger (each transaction flushes at its end anyway)")
-	case flagTxnTimeout:
-		return durationFlag(name, &cc.txnTimeout, eos.DefaultTransactionTimeout, "transaction timeout: how long readers wait behind an instance that died mid-transaction and never came back")
-	case flagSessionTimeout:
-		return durationFlag(name, &cc.sessionTimeout, eos.DefaultSessionTimeout, "group session timeout: how long the group waits for a dead member before handing its partitions on")
-	case flagStaticMembership:
-		return boolFlag(name, &cc.staticMembership, "join as static member --instance-id (KIP-345): a restart under the same ID takes its partitions back without a rebalance; a member gone for good is removed only after --session-timeout")
-	case flagShutdownTimeout:
-		return durationFlag(name, &cc.shutdownTimeout, eos.DefaultShutdownTimeout, "bound on finishing the open transaction and leaving the group after a signal")
-	case flagTopicWait:
-		return topicWaitFlag(&cc.topicWait)
-	case flagTopUpWait:
-		return topUpWaitFlag(&cc.topUpWait)
-	case flagLanes:
-		return intFlag(name, &cc.lanes, pipeline.DefaultLanes, "transactional sessions in this process, each its own group member (instance <instance-id>-<lane>, transactional ID suffixed -<lane>) numbering from one sequencer: while one commits, the others poll and number (1: the plain worker, IDs unsuffixed)")
-	case flagOrphanGuard:
-		return boolFlagValue(name, &cc.orphanGuard, true, "before the first poll of every Kafka session and before producing after a transaction that did not commit, end whatever transaction this producer ID left open on the output, the DLQ and the group's offsets, with the marker its transaction was given: one cleanup transaction of the producer's own transactional ID that writes no record (needs no right beyond the worker's own; see docs/security.md)")
+}
+
+// memberFlags name the group member and its transactional identity (run,
+// audit).
+func (cc *consumeConfig) memberFlags() []cli.Flag {
+	return []cli.Flag{
+		stringFlag(flagGroup, &cc.group, cc.defaultGroup, "consumer group (a new group starts at --start-offset, the audit's at the earliest offset)"),
+		stringFlag(flagInstanceID, &cc.instanceID, eos.DefaultInstanceID(), "this instance's stable name (default: the host name, unique per pod); the transactional ID is flakestream-<group>-<instance-id>"),
+		stringFlag(flagTransactionalID, &cc.transactionalID, "", "transactional ID, overriding the one derived from --instance-id"),
 	}
-	panic(fmt.Sprintf("cli: %q is not a flag of the consume group", name))
+}
+
+// workerTuningFlags are the worker's own: where a new group starts, the
+// fetch and produce bounds, static membership, the top-up poll and lanes
+// (run).
+func (cc *consumeConfig) workerTuningFlags() []cli.Flag {
+	return []cli.Flag{
+		stringFlag(flagStartOffset, &cc.startOffset, string(pipeline.DefaultStartOffset), "where a group with no committed offsets starts: earliest (no order skipped) or latest"),
+		intFlag(flagMaxBufferedRecords, &cc.maxBuffered, pipeline.DefaultMaxBufferedRecords, "records buffered for producing at most"),
+		intFlag(flagFetchMaxBytes, &cc.fetchMaxBytes, pipeline.DefaultFetchMaxBytes, "bytes per fetch response at most"),
+		intFlag(flagMaxProduceBytes, &cc.maxProduceBytes, 0, "cap on each record batch produced (default 0: each topic's max.message.bytes, learnt at start; where that is not readable, 1000012); an output over its topic's limit goes to the DLQ as output_too_large, a dead letter over the DLQ's as a reference record"),
+		durationFlag(flagLinger, &cc.linger, 0, "producer linger (each transaction flushes at its end anyway)"),
+		boolFlag(flagStaticMembership, &cc.staticMembership, "join as static member --instance-id (KIP-345): a restart under the same ID takes its partitions back without a rebalance; a member gone for good is removed only after --session-timeout"),
+		topUpWaitFlag(&cc.topUpWait),
+		intFlag(flagLanes, &cc.lanes, pipeline.DefaultLanes, "transactional sessions in this process, each its own group member (instance <instance-id>-<lane>, transactional ID suffixed -<lane>) numbering from one sequencer: while one commits, the others poll and number (1: the plain worker, IDs unsuffixed)"),
+	}
+}
+
+// loopFlags bound the exactly-once loop of a command that runs one (run,
+// audit, replay); withSession adds the group session and shutdown bounds
+// of a long-running member (run, audit).
+func (cc *consumeConfig) loopFlags(withSession bool) []cli.Flag {
+	fs := []cli.Flag{
+		boolFlag(flagCreateTopics, &cc.createTopics, "create a missing output, DLQ or audit topic with the input's partition count instead of refusing to start"),
+		cc.maxPollRecordsFlag(),
+		durationFlag(flagTxnTimeout, &cc.txnTimeout, eos.DefaultTransactionTimeout, "transaction timeout: how long readers wait behind an instance that died mid-transaction and never came back"),
+	}
+	if withSession {
+		fs = append(fs,
+			durationFlag(flagSessionTimeout, &cc.sessionTimeout, eos.DefaultSessionTimeout, "group session timeout: how long the group waits for a dead member before handing its partitions on"),
+			durationFlag(flagShutdownTimeout, &cc.shutdownTimeout, eos.DefaultShutdownTimeout, "bound on finishing the open transaction and leaving the group after a signal"))
+	}
+	return append(fs,
+		boolFlagValue(flagOrphanGuard, &cc.orphanGuard, true, "before the first poll of every Kafka session and before producing after a transaction that did not commit, end whatever transaction this producer ID left open on the output, the DLQ and the group's offsets, with the marker its transaction was given: one cleanup transaction of the producer's own transactional ID that writes no record (needs no right beyond the worker's own; see docs/security.md)"),
+		cc.topicWaitFlag())
+}
+
+// maxPollRecordsFlag is --max-poll-records (the loop's commands and bench).
+func (cc *consumeConfig) maxPollRecordsFlag() cli.Flag {
+	return intFlag(flagMaxPollRecords, &cc.maxPollRecords, eos.DefaultMaxPollRecords, "records per transaction at most")
+}
+
+// topicWaitFlag is --topic-wait of the group (the loop's commands and
+// bench); settings passes it on only where the command has it.
+func (cc *consumeConfig) topicWaitFlag() cli.Flag {
+	cc.hasTopicWait = true
+	return topicWaitFlag(&cc.topicWait)
 }
 
 // topicWaitFlag is --topic-wait, of every command that runs the
@@ -166,7 +178,7 @@ func (cc *consumeConfig) settings(k *kafkaConfig, topics []string, log *slog.Log
 		MaxPollRecords: cc.maxPollRecords, TransactionTimeout: cc.txnTimeout, SessionTimeout: cc.sessionTimeout,
 		ShutdownTimeout: cc.shutdownTimeout, Logger: log, Registerer: reg, KafkaOpts: kopts, BeforeProduce: guard,
 	}
-	if cc.defined[flagTopicWait] {
+	if cc.hasTopicWait {
 		s.TopicWait = eos.NoWait(cc.topicWait) // --topic-wait 0: no wait
 	}
 	return s, nil

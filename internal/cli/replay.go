@@ -47,14 +47,14 @@ func replayCommand() *cli.Command {
 		Usage: "number a bounded range of a topic into another, exactly once, resumable",
 		Flags: concat(
 			[]cli.Flag{replayInputTopicFlag(&cfg.consume.inputTopic)},
-			cfg.consume.flags(flagOutputTopic, flagDLQTopic),
+			cfg.consume.outputFlags(),
 			rangeFlags(&cfg.from, &cfg.to, "the high watermarks when the replay first starts"),
 			[]cli.Flag{
 				allPartitionsFlag(&cfg.allPartitions),
 				boolFlag(flagDryRun, &cfg.dryRun, "print each partition's resolved range and record count, and exit without producing"),
 				stringFlag(flagReplayID, &cfg.replayID, "", "name of the replay's consumer group and transactional ID, flakestream-replay-<id> (default: derived from topics and bounds, so the same command resumes)"),
 			},
-			cfg.consume.flags(flagCreateTopics, flagMaxPollRecords, flagTxnTimeout, flagOrphanGuard, flagTopicWait),
+			cfg.consume.loopFlags(false),
 			[]cli.Flag{
 				progressEveryFlag(&cfg.progressEvery),
 				sequencerFlag(&cfg.sequencer),

@@ -39,9 +39,8 @@ func runCommand() *cli.Command {
 		Name:  "run",
 		Usage: "number order events from the input topic(s) into the output topic, exactly once",
 		Flags: concat(
-			cfg.consume.flags(flagInputTopic, flagOutputTopic, flagDLQTopic, flagGroup, flagInstanceID, flagTransactionalID,
-				flagStartOffset, flagCreateTopics, flagMaxPollRecords, flagMaxBufferedRecords, flagFetchMaxBytes, flagMaxProduceBytes, flagLinger,
-				flagTxnTimeout, flagSessionTimeout, flagStaticMembership, flagShutdownTimeout, flagOrphanGuard, flagTopicWait, flagTopUpWait, flagLanes),
+			cfg.consume.inputTopicsFlag(), cfg.consume.outputFlags(), cfg.consume.memberFlags(),
+			cfg.consume.loopFlags(true), cfg.consume.workerTuningFlags(),
 			[]cli.Flag{sequencerFlag(&cfg.sequencer)},
 			cfg.identity.flags(), cfg.layout.flags(), cfg.redis.flags(), cfg.codec.flags(), cfg.schema.flags(), cfg.idempotency.flags(),
 			cfg.trust.flags(), cfg.kafka.flags(), cfg.ops.flags(defaultRunHTTPAddr, legacyRunPprofAddr)),

@@ -44,7 +44,7 @@ func verifyCommand() *cli.Command {
 		Name:  "verify",
 		Usage: "reconcile a range of input against the output and the DLQ, exactly: lost, duplicated, renumbered (exit 0 exact, 1 not, 2 error)",
 		Flags: concat(
-			cfg.consume.flags(flagInputTopic, flagOutputTopic, flagDLQTopic),
+			cfg.consume.inputTopicsFlag(), cfg.consume.outputFlags(),
 			rangeFlags(&cfg.from, &cfg.to, "the last stable offsets when verify starts"),
 			[]cli.Flag{
 				stringFlag(flagFromOffsets, &cfg.fromOffsets, "", "start of the range as partition:offset,... (or topic:partition:offset,...), instead of --from"),
