@@ -93,6 +93,9 @@ func (cfg *auditConfig) run(c *cli.Context) error {
 	if err := cfg.ops.applyMemoryLimit(log, memlimit.FromCgroup); err != nil {
 		return err
 	}
+	if err := cfg.ops.checkServe(); err != nil {
+		return err
+	}
 	reg := newRegistry()
 	opts, err := cfg.auditOptions(c)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/flakestream/flakestream/pipeline"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/urfave/cli/v2"
 )
 
@@ -24,6 +25,7 @@ const (
 	flagHTTPAddr  = "http-addr"
 	flagPprof     = "pprof"
 	flagPprofAddr = "pprof-addr"
+	flagWebConfig = "web-config-file"
 	flagLogFormat = "log-format"
 	flagLogLevel  = "log-level"
 	flagJSON      = "json"
@@ -45,6 +47,7 @@ type opsConfig struct {
 	httpAddr, logFormat, logLevel string
 	memoryLimit                   string
 	pprofAddr                     string
+	webConfig                     string
 	// pprof is the deprecated --pprof, which serves the profiles on
 	// pprofLegacyAddr.
 	pprof           bool
@@ -59,6 +62,7 @@ func (o *opsConfig) flags(httpAddr, pprofAddr string) []cli.Flag {
 	return append([]cli.Flag{
 		stringFlag(flagHTTPAddr, &o.httpAddr, httpAddr, "serve /metrics, /healthz and /readyz on this address (\"\" turns it off)"),
 		stringFlag(flagPprofAddr, &o.pprofAddr, "", "serve Go's profiles under /debug/pprof/ (CPU, heap, goroutines: what a slow or stuck process is doing) on this address, apart from --http-addr; a port alone (6060 or :6060) listens on 127.0.0.1 only, give a host (0.0.0.0:6060) to listen elsewhere (default: off)"),
+		stringFlag(flagWebConfig, &o.webConfig, "", "Prometheus web configuration `FILE` (exporter-toolkit's format: tls_server_config, basic_auth_users with bcrypt hashes, http_server_config) for --http-addr and --pprof-addr: TLS, client certificates and basic auth (default: plain HTTP, no authentication)"),
 		boolFlag(flagPprof, &o.pprof, "deprecated, use --"+flagPprofAddr+": serves the profiles on "+pprofAddr+", no longer on --http-addr"),
 		o.memoryLimitFlag(),
 	}, o.logFlags()...)
@@ -111,6 +115,16 @@ func nameTrace(_ []string, a slog.Attr) slog.Attr {
 	return a
 }
 
+// checkServe checks the listeners' settings before anything connects: the
+// --web-config-file can be read, its users' hashes and its certificates
+// loaded.
+func (o *opsConfig) checkServe() error {
+	if err := web.Validate(o.webConfig); err != nil {
+		return usageErr("--%s %s: %v", flagWebConfig, o.webConfig, err)
+	}
+	return nil
+}
+
 // serve serves /metrics from reg, /healthz, /readyz (from ready) and the
 // extra handlers on --http-addr until ctx ends, when the flag is set, and
 // the profiles on --pprof-addr when that is; paths names what is served in
@@ -126,7 +140,7 @@ func (o *opsConfig) serve(ctx context.Context, reg *prometheus.Registry, ready f
 	if err != nil {
 		return err
 	}
-	bound, err := serveHTTP(ctx, o.httpAddr, h, log)
+	bound, err := o.serveHTTP(ctx, o.httpAddr, h, log)
 	if err != nil {
 		return fmt.Errorf("--%s %s: %w", flagHTTPAddr, o.httpAddr, err)
 	}
@@ -134,8 +148,9 @@ func (o *opsConfig) serve(ctx context.Context, reg *prometheus.Registry, ready f
 	return nil
 }
 
-// serveHTTP serves h on addr until ctx ends, and returns the address bound.
-func serveHTTP(ctx context.Context, addr string, h http.Handler, log *slog.Logger) (net.Addr, error) {
+// serveHTTP serves h on addr until ctx ends, with the TLS and basic auth of
+// --web-config-file when it is given, and returns the address bound.
+func (o *opsConfig) serveHTTP(ctx context.Context, addr string, h http.Handler, log *slog.Logger) (net.Addr, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -148,7 +163,9 @@ func serveHTTP(ctx context.Context, addr string, h http.Handler, log *slog.Logge
 		_ = srv.Shutdown(sctx)
 	}()
 	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		// exporter-toolkit logs what it serves (TLS or not) at info.
+		err := web.Serve(l, srv, &web.FlagConfig{WebConfigFile: &o.webConfig}, log.With("listener", l.Addr().String()))
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server stopped", "addr", l.Addr().String(), "err", err)
 		}
 	}()

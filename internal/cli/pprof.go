@@ -28,7 +28,7 @@ func (o *opsConfig) servePprof(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return usageErr("--%s %q: %v", flagPprofAddr, o.pprofAddr, err)
 	}
-	bound, err := serveHTTP(ctx, addr, pprofHandler(), log)
+	bound, err := o.serveHTTP(ctx, addr, pprofHandler(), log)
 	if err != nil {
 		return fmt.Errorf("--%s %s: %w", flagPprofAddr, addr, err)
 	}

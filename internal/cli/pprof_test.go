@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/test/accounting"
+	"github.com/flakestream/flakestream/test/harness"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -95,7 +96,7 @@ func TestPprofDeprecated(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ pprofAddr, want string }{{"", "127.0.0.1:"}, {"127.0.0.2:0", "127.0.0.2:"}} {
-		var logs bytes.Buffer
+		var logs harness.SyncBuffer
 		o := &opsConfig{pprof: true, pprofAddr: c.pprofAddr, pprofLegacyAddr: "127.0.0.1:0"}
 		ctx, cancel := context.WithCancel(context.Background())
 		if err := o.servePprof(ctx, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {

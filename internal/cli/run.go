@@ -56,6 +56,9 @@ func (cfg *runConfig) run(c *cli.Context) error {
 	if err := cfg.ops.applyMemoryLimit(log, memlimit.FromCgroup); err != nil {
 		return err
 	}
+	if err := cfg.ops.checkServe(); err != nil {
+		return err
+	}
 	if err := cfg.identity.check(c); err != nil {
 		return err
 	}
