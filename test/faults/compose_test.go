@@ -35,7 +35,7 @@ type composeFile struct {
 // Redis, and topic and group names of the test's own. A renamed flag, a
 // key the YAML file gets wrong, or a variable that does not parse fails it.
 func TestComposeServicesRun(t *testing.T) {
-	raw, err := os.ReadFile("../docker-compose.yml")
+	raw, err := os.ReadFile("../../docker-compose.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestComposeServicesRun(t *testing.T) {
 			dst, _, _ = strings.Cut(dst, ":")
 			for i := range args {
 				if args[i] == dst {
-					args[i] = filepath.Join("..", src)
+					args[i] = filepath.Join("../..", src)
 					if _, err := os.Stat(args[i]); err != nil {
 						return nil, nil
 					}
