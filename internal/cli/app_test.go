@@ -138,7 +138,7 @@ func TestUserErrorsAreOneLine(t *testing.T) {
 		{[]string{"gen", "--count", "0"}, 2, "flakestream: --count 0: want at least 1\n"},
 		{[]string{"run", "--input-topic", "in", "--output-topic", "out"}, 2, "flakestream: --server-id is required (or FLAKESTREAM_SERVER_ID, or server-id: in --config): every running instance group needs its own\n"},
 		{[]string{"run", "--server-id", "1", "--worker-id", "1", "--sequencer", "memory", "--log-level", "error"}, 2, "flakestream: --input-topic and --output-topic are required\n"},
-		{[]string{"run", "--server-id", "1", "--worker-id", "1", "--sequencer", "memory", "--log-level", "error", "--input-topic", "in", "--output-topic", "out", "--sasl-mechanism", "gssapi"}, 2, "flakestream: --sasl-mechanism \"gssapi\": want plain, scram-sha-256 or scram-sha-512\n"},
+		{[]string{"run", "--server-id", "1", "--worker-id", "1", "--sequencer", "memory", "--log-level", "error", "--input-topic", "in", "--output-topic", "out", "--sasl-mechanism", "gssapi"}, 2, "flakestream: --sasl-mechanism \"gssapi\": want plain, scram-sha-256, scram-sha-512, oauthbearer or aws_msk_iam\n"},
 		{[]string{"run", "--server-id", "1", "--worker-id", "1", "--sequencer", "memory", "--log-level", "error", "--input-topic", "in", "--output-topic", "out", "--http-addr", "", "--pprof-addr", "a:b:c"}, 2, "flakestream: --pprof-addr \"a:b:c\": address a:b:c: too many colons in address\n"},
 		{[]string{"run", "--log-level", "loud"}, 2, "flakestream: --log-level \"loud\": want trace, debug, info, warn or error\n"},
 		{[]string{"replay", "--input-topic", "in"}, 2, "flakestream: --input-topic and --output-topic are required\n"},

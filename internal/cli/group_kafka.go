@@ -32,7 +32,12 @@ const (
 	flagSASLUser        = "sasl-user"
 	flagSASLPassword    = "sasl-password"
 	flagKafkaMaxVersion = "kafka-max-version"
-	flagConnectTimeout  = "connect-timeout"
+
+	flagSASLOAuthTokenURL     = "sasl-oauth-token-url"
+	flagSASLOAuthClientID     = "sasl-oauth-client-id"
+	flagSASLOAuthClientSecret = "sasl-oauth-client-secret"
+	flagSASLOAuthScope        = "sasl-oauth-scope"
+	flagConnectTimeout        = "connect-timeout"
 )
 
 // defaultConnectTimeout bounds how long a command waits, at start, for a
@@ -44,6 +49,8 @@ type kafkaConfig struct {
 	tls                       bool
 	tlsFiles                  tlsFiles
 	saslMechanism, user, pass string
+	oauthTokenURL, oauthID    string
+	oauthSecret, oauthScope   string
 	maxVersion                string
 	connectTimeout            time.Duration
 }
@@ -57,9 +64,13 @@ func (k *kafkaConfig) flags() []cli.Flag {
 		"PEM `FILE` of a client certificate for Kafka mTLS",
 		"PEM `FILE` of the client certificate's key"), []cli.Flag{
 		k.tlsFiles.serverNameFlag(flagKafkaTLSServer, "name every broker's certificate must carry, when it is not the host dialled (default: each broker's host, from --brokers and the metadata)"),
-		stringFlag(flagSASLMechanism, &k.saslMechanism, "", "Kafka SASL mechanism: plain, scram-sha-256 or scram-sha-512 (default: none)"),
+		stringFlag(flagSASLMechanism, &k.saslMechanism, "", "Kafka SASL mechanism: plain, scram-sha-256, scram-sha-512, oauthbearer (OIDC client credentials, --sasl-oauth-*) or aws_msk_iam (the AWS SDK's default credentials) (default: none)"),
 		stringFlag(flagSASLUser, &k.user, "", "SASL user name"),
 		stringFlag(flagSASLPassword, &k.pass, "", "SASL password (prefer FLAKESTREAM_SASL_PASSWORD to a flag)"),
+		stringFlag(flagSASLOAuthTokenURL, &k.oauthTokenURL, "", "for oauthbearer: the OIDC provider's token endpoint `URL`, asked for tokens by the client credentials grant"),
+		stringFlag(flagSASLOAuthClientID, &k.oauthID, "", "for oauthbearer: the client ID"),
+		stringFlag(flagSASLOAuthClientSecret, &k.oauthSecret, "", "for oauthbearer: the client secret (prefer FLAKESTREAM_SASL_OAUTH_CLIENT_SECRET to a flag)"),
+		stringFlag(flagSASLOAuthScope, &k.oauthScope, "", "for oauthbearer: the scopes to ask for, space- or comma-separated (default: none)"),
 		stringFlag(flagKafkaMaxVersion, &k.maxVersion, "", "speak the Kafka protocol of at most this release (e.g. 3.9), for brokers or features a newer protocol trips on (default: the newest both sides know)"),
 		durationFlag(flagConnectTimeout, &k.connectTimeout, defaultConnectTimeout, "at start, wait at most this long for a --brokers address to answer as Kafka, then exit saying what is there (something that answers but is not Kafka, or TLS without --kafka-tls, ends it at once; 0: no check)"),
 	})
@@ -148,8 +159,22 @@ func (k *kafkaConfig) opts() ([]kgo.Opt, error) {
 		opts = append(opts, kgo.SASL(scram.Auth{User: k.user, Pass: k.pass}.AsSha256Mechanism()))
 	case "scram-sha-512":
 		opts = append(opts, kgo.SASL(scram.Auth{User: k.user, Pass: k.pass}.AsSha512Mechanism()))
+	case mechOAuthBearer:
+		if k.oauthTokenURL == "" || k.oauthID == "" || k.oauthSecret == "" {
+			return nil, usageErr("--%s %s needs --%s, --%s and --%s", flagSASLMechanism, m, flagSASLOAuthTokenURL, flagSASLOAuthClientID, flagSASLOAuthClientSecret)
+		}
+		if err := checkTokenURL(k.oauthTokenURL); err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.SASL(oauthMechanism(newOAuthSource(k.oauthTokenURL, k.oauthID, k.oauthSecret, k.oauthScope))))
+	case mechAWSMSKIAM:
+		mech, err := awsMechanism(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.SASL(mech))
 	default:
-		return nil, usageErr("--%s %q: want plain, scram-sha-256 or scram-sha-512", flagSASLMechanism, m)
+		return nil, usageErr("--%s %q: want plain, scram-sha-256, scram-sha-512, oauthbearer or aws_msk_iam", flagSASLMechanism, m)
 	}
 	return opts, nil
 }

@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/aws"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+)
+
+// The SASL mechanisms that sign in with something other than a password.
+const (
+	mechOAuthBearer = "oauthbearer"
+	mechAWSMSKIAM   = "aws_msk_iam"
+)
+
+// oauthRefreshFactor is how much of a token's lifetime passes before a
+// new one is fetched, as Kafka's own clients do by default
+// (sasl.login.refresh.window.factor 0.8): every new connection and every
+// reauthentication then gets a token far from its expiry.
+const oauthRefreshFactor = 0.8
+
+// oauthTokenTimeout bounds one request to the token endpoint.
+const oauthTokenTimeout = 10 * time.Second
+
+// oauthSource fetches access tokens from an OIDC provider by the client
+// credentials grant and keeps each until oauthRefreshFactor of its
+// lifetime has passed. A token without an expiry is fetched again for
+// every sign-in.
+type oauthSource struct {
+	cfg    clientcredentials.Config
+	client *http.Client
+	now    func() time.Time
+
+	mu        sync.Mutex
+	token     string
+	refreshAt time.Time
+}
+
+func newOAuthSource(tokenURL, clientID, secret, scopes string) *oauthSource {
+	return &oauthSource{
+		cfg: clientcredentials.Config{ClientID: clientID, ClientSecret: secret, TokenURL: tokenURL,
+			Scopes: strings.FieldsFunc(scopes, func(r rune) bool { return r == ',' || r == ' ' })},
+		client: &http.Client{Timeout: oauthTokenTimeout},
+		now:    time.Now,
+	}
+}
+
+// Token returns a token valid for a while yet, fetching one when the last
+// is past its refresh time.
+func (s *oauthSource) Token(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if s.token != "" && now.Before(s.refreshAt) {
+		return s.token, nil
+	}
+	tok, err := s.cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, s.client))
+	if err != nil {
+		var re *oauth2.RetrieveError
+		if errors.As(err, &re) {
+			// The provider's answer, without the request: one line.
+			err = fmt.Errorf("%s %s", re.Response.Status, strings.Join(strings.Fields(string(re.Body)), " "))
+		}
+		return "", fmt.Errorf("oauth token from %s for client %q: %w", redactURL(s.cfg.TokenURL), s.cfg.ClientID, err)
+	}
+	if tok.AccessToken == "" {
+		return "", fmt.Errorf("oauth token from %s: no access_token in the answer", redactURL(s.cfg.TokenURL))
+	}
+	// The lifetime is the answer's expires_in, counted from when it was
+	// asked (the answer's Expiry is on the wall clock, not on s.now).
+	lifetime := time.Duration(tok.ExpiresIn) * time.Second
+	if lifetime == 0 && !tok.Expiry.IsZero() {
+		lifetime = time.Until(tok.Expiry)
+	}
+	s.token, s.refreshAt = tok.AccessToken, now.Add(time.Duration(float64(lifetime)*oauthRefreshFactor))
+	return s.token, nil
+}
+
+// oauthMechanism is SASL OAUTHBEARER with tokens from src.
+func oauthMechanism(src *oauthSource) sasl.Mechanism {
+	return oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
+		tok, err := src.Token(ctx)
+		return oauth.Auth{Token: tok}, err
+	})
+}
+
+// awsMechanism is SASL AWS_MSK_IAM with the AWS SDK's default credential
+// chain (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the
+// shared files, web identity as EKS gives a pod, the instance's role),
+// asked at each sign-in; the SDK caches and renews them. The region is the
+// broker's (from its MSK host name) or AWS_REGION.
+func awsMechanism(ctx context.Context) (sasl.Mechanism, error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("aws credentials: %w", err)
+	}
+	return aws.ManagedStreamingIAM(func(ctx context.Context) (aws.Auth, error) {
+		c, err := cfg.Credentials.Retrieve(ctx)
+		if err != nil {
+			return aws.Auth{}, fmt.Errorf("aws credentials for AWS_MSK_IAM: %w", err)
+		}
+		return aws.Auth{AccessKey: c.AccessKeyID, SecretKey: c.SecretAccessKey, SessionToken: c.SessionToken}, nil
+	}), nil
+}
+
+// checkTokenURL checks --sasl-oauth-token-url: an absolute http(s) URL.
+func checkTokenURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return usageErr("--%s %q: want the token endpoint's https:// URL", flagSASLOAuthTokenURL, redactURL(raw))
+	}
+	return nil
+}
