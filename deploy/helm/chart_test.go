@@ -33,9 +33,9 @@ func TestLint(t *testing.T) {
 func TestRender(t *testing.T) {
 	want := map[string][]string{
 		"defaults": {"ConfigMap", "Deployment", "PodDisruptionBudget", "Service", "ServiceAccount", "StatefulSet"},
-		"all-on": {"ConfigMap", "Deployment", "Job", "PodDisruptionBudget", "PrometheusRule", "ScaledObject", "Service",
+		"all-on": {"ConfigMap", "Deployment", "Job", "NetworkPolicy", "PodDisruptionBudget", "PrometheusRule", "ScaledObject", "Service",
 			"ServiceAccount", "ServiceMonitor", "StatefulSet"},
-		"all-on-alt": {"ConfigMap", "Deployment", "HorizontalPodAutoscaler", "Job", "PodDisruptionBudget", "PodMonitor",
+		"all-on-alt": {"ConfigMap", "Deployment", "HorizontalPodAutoscaler", "Job", "NetworkPolicy", "PodDisruptionBudget", "PodMonitor",
 			"PrometheusRule", "Service", "ServiceAccount", "StatefulSet"},
 	}
 	for _, vs := range valueSets {
@@ -214,6 +214,18 @@ var secretLeaks = []struct {
 	{"Redis URL with a password", func() map[string]any {
 		return map[string]any{"worker": map[string]any{"config": map[string]any{"redis": "redis://default:" + secretSentinel + "@redis:6379/0"}}}
 	}, "worker.config.redis"},
+	{"Sentinel URL with sentinel_password", func() map[string]any {
+		return map[string]any{"worker": map[string]any{"config": map[string]any{"redis": "redis+sentinel://s1:26379,s2:26379/mymaster?db=0&sentinel_password=" + secretSentinel}}}
+	}, "worker.config.redis"},
+	{"cluster URL with a password and no user", func() map[string]any {
+		return map[string]any{"common": map[string]any{"config": map[string]any{"redis": "rediss+cluster://:" + secretSentinel + "@n1:6379,n2:6379"}}}
+	}, "common.config.redis"},
+	{"OAuth client secret in the common config", func() map[string]any {
+		return map[string]any{"common": map[string]any{"config": map[string]any{"sasl-oauth-client-secret": secretSentinel}}}
+	}, "common.config.sasl-oauth-client-secret"},
+	{"second registry URL with a password", func() map[string]any {
+		return map[string]any{"audit": map[string]any{"config": map[string]any{"schema-registry": "https://r1:8081,https://u:" + secretSentinel + "@r2:8081"}}}
+	}, "audit.config.schema-registry"},
 	{"registry URL with a password", func() map[string]any {
 		return map[string]any{"replay": map[string]any{"enabled": true, "config": map[string]any{
 			"input-topic": "a", "output-topic": "b", "schema-registry": "https://u:" + secretSentinel + "@registry:8081"}}}

@@ -16,6 +16,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -37,8 +38,9 @@ func allOn() map[string]any {
 	return map[string]any{
 		"secret": map[string]any{
 			"name": "flakestream-secrets", "saslPasswordKey": "sasl-password",
-			"redisURLKey": "redis-url", "schemaRegistryPasswordKey": "registry-password",
+			"redisURLKey": "redis-url", "schemaRegistryPasswordKey": "registry-password", "oauthClientSecretKey": "oauth-client-secret",
 		},
+		"networkPolicy": map[string]any{"enabled": true},
 		"common": map[string]any{"config": map[string]any{
 			"sasl-mechanism": "scram-sha-512", "sasl-user": "flakestream", "kafka-tls": true,
 		}},
@@ -161,6 +163,8 @@ func decodeStrict(doc []byte) (object, error) {
 		obj = &batchv1.Job{}
 	case "policy/v1/PodDisruptionBudget":
 		obj = &policyv1.PodDisruptionBudget{}
+	case "networking.k8s.io/v1/NetworkPolicy":
+		obj = &networkingv1.NetworkPolicy{}
 	case "autoscaling/v2/HorizontalPodAutoscaler":
 		obj = &autoscalingv2.HorizontalPodAutoscaler{}
 	case "monitoring.coreos.com/v1/ServiceMonitor":

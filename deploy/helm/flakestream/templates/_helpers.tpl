@@ -67,11 +67,13 @@ ConfigMap. Arguments: (dict "root" $ "name" "worker" "config" map
 {{- if has $key $.reserved -}}
 {{- fail (printf "%s.config.%s: the chart sets %s itself; remove it (see values.yaml)" $source $key $key) -}}
 {{- end -}}
-{{- if contains "password" $key -}}
-{{- fail (printf "%s.config.%s: a password never goes into the ConfigMap; put it in the Secret named by secret.name (see secret.* in values.yaml)" $source $key) -}}
+{{- if regexMatch "(?i)password|secret|passphrase|credential|(^|-)token$" $key -}}
+{{- fail (printf "%s.config.%s: a password or secret never goes into the ConfigMap; put it in the Secret named by secret.name (see secret.* in values.yaml)" $source $key) -}}
 {{- end -}}
-{{- if and (kindIs "string" $value) (regexMatch "://[^/@]*:[^/@]*@" $value) -}}
-{{- fail (printf "%s.config.%s: the URL has a password in it; put the URL in the Secret (secret.redisURLKey) or the password there (secret.schemaRegistryPasswordKey)" $source $key) -}}
+{{- range $v := (kindIs "slice" $value | ternary $value (list $value)) -}}
+{{- if and (kindIs "string" $v) (or (regexMatch "://[^/@?#]*:[^@]*@" $v) (regexMatch "(?i)[?&][^=&]*(password|secret|passphrase|token)[^=&]*=[^&]" $v)) -}}
+{{- fail (printf "%s.config.%s: the URL has a password in it (user:password@ or a password= parameter such as sentinel_password); put the URL in the Secret (secret.redisURLKey) or the password there (secret.schemaRegistryPasswordKey)" $source $key) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -88,11 +90,11 @@ Secret. Arguments: (dict "root" $ "redis" bool).
 */}}
 {{- define "flakestream.secretEnv" -}}
 {{- $s := .root.Values.secret -}}
-{{- if and (not $s.name) (or $s.saslPasswordKey $s.redisURLKey $s.schemaRegistryPasswordKey) -}}
+{{- if and (not $s.name) (or $s.saslPasswordKey $s.redisURLKey $s.schemaRegistryPasswordKey $s.oauthClientSecretKey) -}}
 {{- fail "secret.*Key is set but secret.name is not: name the existing Secret that holds the keys" -}}
 {{- end -}}
 {{- if $s.name -}}
-{{- $vars := list (list "FLAKESTREAM_SASL_PASSWORD" $s.saslPasswordKey) (list "FLAKESTREAM_SCHEMA_REGISTRY_PASSWORD" $s.schemaRegistryPasswordKey) -}}
+{{- $vars := list (list "FLAKESTREAM_SASL_PASSWORD" $s.saslPasswordKey) (list "FLAKESTREAM_SCHEMA_REGISTRY_PASSWORD" $s.schemaRegistryPasswordKey) (list "FLAKESTREAM_SASL_OAUTH_CLIENT_SECRET" $s.oauthClientSecretKey) -}}
 {{- if .redis -}}
 {{- $vars = append $vars (list "FLAKESTREAM_REDIS" $s.redisURLKey) -}}
 {{- end -}}
