@@ -55,7 +55,13 @@ type Config struct {
 	// measurement; the second runs at half the worker's throughput. 0
 	// skips the first.
 	LatencyRate float64
+	// Stall is how long a measurement waits for its worker to be ready
+	// or for a commit before it gives up with an error; 0 means 1 minute.
+	Stall time.Duration
 }
+
+// defaultStall is Config.Stall's default.
+const defaultStall = time.Minute
 
 // Result is one bench run. Rates are per second.
 type Result struct {
@@ -247,6 +253,14 @@ func (b *runner) topics(ctx context.Context, name string) (in, out string, clean
 	}, nil
 }
 
+// stall is Config.Stall or its default.
+func (b *runner) stall() time.Duration {
+	if b.cfg.Stall > 0 {
+		return b.cfg.Stall
+	}
+	return defaultStall
+}
+
 // feed produces order events to topic until ctx ends or stop is called, at
 // most rate a second (0: as fast as the worker drains them), staying at
 // most ahead records ahead of done(). Each record carries its send time in
@@ -271,6 +285,13 @@ func (b *runner) feed(ctx context.Context, topic string, rate float64, done func
 	}
 	var sent int64
 	fctx, cancel := context.WithCancel(ctx)
+	// A paced feed's records are all delivered, however slowly the
+	// client sends them: what it sent is what latency is accounted
+	// against. An unpaced feed's backlog is dropped at stop.
+	pctx := fctx
+	if rate > 0 {
+		pctx = ctx
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -289,7 +310,7 @@ func (b *runner) feed(ctx context.Context, topic string, rate float64, done func
 			ns := time.Now().UnixNano()
 			r := &kgo.Record{Topic: topic, Value: pool[i%len(pool)],
 				Headers: []kgo.RecordHeader{{Key: "bench-sent", Value: strconv.AppendInt(nil, ns, 10)}}}
-			cl.Produce(fctx, r, func(_ *kgo.Record, err error) {
+			cl.Produce(pctx, r, func(_ *kgo.Record, err error) {
 				if err == nil && acked != nil {
 					acked(ns)
 				}
@@ -300,9 +321,9 @@ func (b *runner) feed(ctx context.Context, topic string, rate float64, done func
 	return func() {
 		cancel()
 		wg.Wait()
-		// Records still buffered fail with the canceled context; those
-		// already on the wire are acknowledged or failed before Flush
-		// returns, which Close alone does not promise.
+		// An unpaced feed's records still buffered fail with the
+		// canceled context; every other record is acknowledged or failed
+		// before Flush returns, which Close alone does not promise.
 		fctx, cancel := context.WithTimeout(context.Background(), feedFlush)
 		defer cancel()
 		_ = cl.Flush(fctx)
@@ -366,33 +387,35 @@ func (b *runner) throughput(ctx context.Context, name string, g *idgen.Generator
 	// window's length, so every mode is measured over whole transactions
 	// (the origin's way commits rarely: its transactions are slow).
 	window := b.cfg.Duration
-	next := func(after int64, deadline time.Time) (int64, time.Time, error) {
+	stall := b.stall()
+	next := func(after int64) (int64, time.Time, error) {
+		deadline := time.Now().Add(stall)
 		for {
 			if n := done(); n > after {
 				return n, time.Now(), nil
 			}
 			if time.Now().After(deadline) {
-				return 0, time.Time{}, fmt.Errorf("%s: nothing committed for %s", name, time.Since(deadline.Add(-time.Minute)).Round(time.Second))
+				return 0, time.Time{}, fmt.Errorf("%s: nothing committed for %s", name, stall)
 			}
 			if eos.Sleep(ctx, time.Millisecond) != nil {
 				return 0, time.Time{}, context.Cause(ctx)
 			}
 		}
 	}
-	if _, _, err := next(0, time.Now().Add(time.Minute)); err != nil {
+	if _, _, err := next(0); err != nil {
 		return 0, err
 	}
 	if eos.Sleep(ctx, window/5) != nil { // warm-up
 		return 0, context.Cause(ctx)
 	}
-	n0, t0, err := next(done(), time.Now().Add(time.Minute))
+	n0, t0, err := next(done())
 	if err != nil {
 		return 0, err
 	}
 	if eos.Sleep(ctx, window) != nil {
 		return 0, context.Cause(ctx)
 	}
-	n1, t1, err := next(done(), time.Now().Add(time.Minute))
+	n1, t1, err := next(done())
 	if err != nil {
 		return 0, err
 	}
@@ -441,7 +464,7 @@ func (b *runner) latency(ctx context.Context, rate float64, g *idgen.Generator) 
 	}
 	ctx, stop := runMeasured(ctx, "latency: worker", w.Run)
 	defer stop()
-	if !waitReady(ctx, w) {
+	if !waitReady(ctx, w, b.stall()) {
 		if ctx.Err() != nil {
 			return res, context.Cause(ctx)
 		}
@@ -533,8 +556,9 @@ func phaseTotals(reg *prometheus.Registry) map[string]phaseTotal {
 	return out
 }
 
-func waitReady(ctx context.Context, w interface{ Ready() error }) bool {
-	for i := 0; i < 300; i++ {
+// waitReady waits up to bound for w to be ready.
+func waitReady(ctx context.Context, w interface{ Ready() error }, bound time.Duration) bool {
+	for deadline := time.Now().Add(bound); time.Now().Before(deadline); {
 		if w.Ready() == nil {
 			return true
 		}
@@ -542,7 +566,7 @@ func waitReady(ctx context.Context, w interface{ Ready() error }) bool {
 			return false
 		}
 	}
-	return false
+	return w.Ready() == nil
 }
 
 // numbersPerSec draws blocks of a full millisecond's capacity from one

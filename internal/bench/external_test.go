@@ -17,7 +17,7 @@ import (
 // in the window is the clock's doing, so the test checks the accounting
 // instead: a copy of every order sent after the warm-up is counted, once.
 func TestExternalLatencyThroughAWorkerItDoesNotRun(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	brokers := kfakeBrokers(t)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
@@ -41,7 +41,7 @@ func TestExternalLatencyThroughAWorkerItDoesNotRun(t *testing.T) {
 	}
 	wctx, stop := runMeasured(ctx, "worker", w.Run)
 	defer stop()
-	if !waitReady(wctx, w) {
+	if !waitReady(wctx, w, time.Minute) {
 		t.Fatalf("worker not ready: %v", context.Cause(wctx))
 	}
 
