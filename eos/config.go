@@ -64,6 +64,15 @@ func (c *Config) Validate() error {
 	if c.LagEvery == 0 {
 		c.LagEvery = DefaultLagEvery
 	}
+	if c.Fences == nil {
+		c.Fences = &Fences{}
+	}
+	if c.FenceLimit == 0 {
+		c.FenceLimit = DefaultFenceLimit
+	}
+	if c.FenceWindow == 0 {
+		c.FenceWindow = 3 * c.TransactionTimeout
+	}
 	if c.MetricsNamespace == "" {
 		c.MetricsNamespace = "flakestream"
 	}

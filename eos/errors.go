@@ -43,7 +43,8 @@ func (e *FetchError) Unwrap() error { return e.Err }
 // Streams does after a fence. Exactly once holds, since nothing of the
 // fenced transaction is ever committed. Two live instances that share a
 // transactional ID (a misconfiguration) fence each other in turn; each
-// fence is logged with that hint.
+// fence is logged with that hint, and once they come too often (see
+// Fences) one of the two ends with a SharedIDError.
 func IsFatalKafka(err error) bool {
 	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.GroupAuthorizationFailed) ||
 		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) ||

@@ -102,7 +102,7 @@ func (l *Loop) Run(ctx context.Context) error {
 		what, session = l.cfg.Name+" batch failed; retrying", l.atLeastOnce
 	}
 	r := &retry{min: l.cfg.BackoffMin, max: l.cfg.BackoffMax, cur: l.cfg.BackoffMin,
-		log: l.cfg.Logger, last: &l.lastErr, what: what}
+		log: l.cfg.Logger, last: &l.lastErr, what: what, check: l.fenceCheck}
 	return r.sessions(ctx, func() error {
 		l.joined.Store(false)
 		err := session(ctx, r)

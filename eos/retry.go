@@ -15,6 +15,9 @@ type retry struct {
 	log           *slog.Logger
 	last          *atomic.Pointer[error] // the last failure, nil after a success: what Ready reports
 	what          string                 // the log line of a failed batch
+	// check, if set, sees every error that replaces the session, and
+	// returns a fatal error in its place when it should end the loop.
+	check func(error) error
 }
 
 // after decides what the loop does once a batch ended with err: carry on
@@ -51,6 +54,11 @@ func (r *retry) sessions(ctx context.Context, session func() error) error {
 		err := session()
 		if !errors.Is(err, errRestartSession) {
 			return err
+		}
+		if r.check != nil {
+			if fatal := r.check(err); fatal != nil {
+				return fatal
+			}
 		}
 		if stop, err := r.after(ctx, err); stop {
 			return err

@@ -145,6 +145,17 @@ type Config struct {
 	Bound *Bound
 	// Name is how the logs call the loop's owner ("worker", "audit").
 	Name string
+	// Fences counts this process's fences (Transactional mode); loops of
+	// one process (lanes) share one. Default: the loop's own.
+	Fences *Fences
+	// FenceLimit fences within FenceWindow end Run with a SharedIDError
+	// wrapping ErrFatal; default DefaultFenceLimit, negative: never.
+	FenceLimit int
+	// FenceWindow: default three transaction timeouts. A fence that
+	// merely happens comes at most once a transaction timeout (a
+	// transaction timed out while the process hung); two processes on one
+	// transactional ID fence each other every few seconds.
+	FenceWindow time.Duration
 }
 
 // NoWait maps a user's wait d, where 0 means "do not wait" (the CLI's

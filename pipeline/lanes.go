@@ -51,8 +51,11 @@ func NewLanes(n int, s eos.Config, opts ...Opt) (*Lanes, error) {
 		s.InstanceID = eos.DefaultInstanceID() // the default, which the lanes suffix
 	}
 	ls := &Lanes{workers: make([]*Worker, n)}
+	// Two processes on one --instance-id fence each other lane by lane;
+	// the lanes' fences add up, so that it is told as soon as with one.
+	fences := &eos.Fences{}
 	for i := range n {
-		w, err := NewWorker(s, append(opts[:len(opts):len(opts)], lane(i))...)
+		w, err := NewWorker(s, append(opts[:len(opts):len(opts)], lane(i, fences))...)
 		if err != nil {
 			return nil, err
 		}
@@ -61,11 +64,12 @@ func NewLanes(n int, s eos.Config, opts ...Opt) (*Lanes, error) {
 	return ls, nil
 }
 
-// lane is the last option of lane i: it suffixes the member's IDs and
-// labels its metrics. Only lane 0 tracks the group's lag, which every
-// member of the group would report alike.
-func lane(i int) Opt {
+// lane is the last option of lane i: it suffixes the member's IDs, labels
+// its metrics and counts its fences in the process's. Only lane 0 tracks
+// the group's lag, which every member of the group would report alike.
+func lane(i int, fences *eos.Fences) Opt {
 	return func(c *cfg) {
+		c.eos.Fences = fences
 		suffix := "-" + strconv.Itoa(i)
 		c.eos.InstanceID += suffix
 		if c.eos.TransactionalID != "" {

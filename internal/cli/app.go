@@ -74,6 +74,12 @@ func hint(err error) string {
 	case errors.Is(err, eos.ErrListTopics):
 		return " (check --" + flagBrokers + ", the TLS and SASL settings, and that the brokers are up)"
 	}
+	if se, ok := errors.AsType[*eos.SharedIDError](err); ok {
+		if se.InstanceID == "" {
+			return " (give each running process its own --" + flagTransactionalID + ")"
+		}
+		return " (give each running process its own --" + flagInstanceID + "; it defaults to the host name, which two processes on one host share)"
+	}
 	if re, ok := errors.AsType[*schema.RegistryError](err); ok && !re.Retryable() {
 		return " (check --" + flagSchemaRegistry + " and its credentials)"
 	}

@@ -214,6 +214,9 @@ func TestHint(t *testing.T) {
 		{fmt.Errorf("number: %w", &schema.RegistryError{Op: "fetch schema id 7", StatusCode: 401, Err: errors.New("unauthorized")}), " (check --schema-registry and its credentials)"},
 		{&schema.RegistryError{Op: "fetch schema id 7", StatusCode: 503, Err: errors.New("unavailable")}, ""}, // retried, not the flags' fault
 		{fmt.Errorf("%w: not authorized", eos.ErrFatal), ""},
+		{fmt.Errorf("%w: %w", eos.ErrFatal, &eos.SharedIDError{TransactionalID: "flakestream-g-h", InstanceID: "h", Fences: 5, Window: 30 * time.Second}),
+			" (give each running process its own --instance-id; it defaults to the host name, which two processes on one host share)"},
+		{&eos.SharedIDError{TransactionalID: "mine", Fences: 5, Window: 30 * time.Second}, " (give each running process its own --transactional-id)"},
 	} {
 		if got := hint(c.err); got != c.want {
 			t.Errorf("hint(%v) = %q, want %q", c.err, got, c.want)
