@@ -7,7 +7,7 @@ PKGS    ?= ./...
 # missing one fail instead of skip.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all test test-helm helm lint-helm lint-bench test-kafka test-kafka-cluster test-interop test-rules lint fmt vet staticcheck bench demo build fuzz clean funclen
+.PHONY: all test test-helm test-k8s helm lint-helm lint-bench test-kafka test-kafka-cluster test-interop test-rules lint fmt vet staticcheck bench demo build fuzz clean funclen
 
 all: lint test
 
@@ -26,6 +26,27 @@ test:
 HELM_TESTFLAGS ?= -count=1 -timeout 10m
 test-helm:
 	cd deploy/helm && $(GO) test $(HELM_TESTFLAGS) ./...
+
+# The chart on a real Kubernetes API server, through Helm 4's Go SDK:
+# scripts/kube-local runs etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler and kwok's fake nodes on 127.0.0.1 (built once from their
+# Go modules by `scripts/kube-local fetch` into ~/.cache/flakestream/kube:
+# about half an hour cold, nothing warm). Install (defaults, everything on,
+# with the KEDA and Prometheus Operator CRDs), upgrade, eviction, rollback,
+# scale, uninstall, refused values; then each rendered container run as a
+# flakestream process against Apache Kafka (scripts/kafka-local) and
+# redis-server. The control plane's logs stay in $(ARTIFACTS)/kube-local.
+test-k8s:
+	@mkdir -p $(ARTIFACTS)
+	@set -e; art=$(abspath $(ARTIFACTS)); \
+	scripts/kube-local fetch >/dev/null; \
+	rm -rf $$art/kube-local; \
+	trap "$(CURDIR)/scripts/kube-local stop --pid-file $$art/kube-local.pid; $(CURDIR)/scripts/kafka-local stop --pid-file $$art/kafka-k8s.pid" EXIT INT TERM; \
+	kc=$$(scripts/kube-local start --pid-file $$art/kube-local.pid --data-dir $$art/kube-local --nodes 3 --timeout 45m); \
+	addr=$$(scripts/kafka-local start --pid-file $$art/kafka-k8s.pid --timeout 45m); \
+	echo "test-k8s: API server of $$kc, Apache Kafka at $$addr"; \
+	cd deploy/helm && FLAKESTREAM_KUBECONFIG=$$kc FLAKESTREAM_REQUIRE_K8S=1 KAFKA_BROKERS=$$addr \
+		$(GO) test -count=1 -timeout 40m -run '^(TestK8s|TestPodSpecRun)' -v .
 
 # `helm lint` and `helm template` of the chart without a helm binary: the
 # same helm packages, through deploy/helm/cmd/flakestream-chart. Values:

@@ -2,6 +2,7 @@ package helm
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -143,44 +144,52 @@ func TestGracePeriodAboveShutdownTimeout(t *testing.T) {
 	}
 }
 
+// refusal is a set of values the chart refuses, and what the message names.
+type refusal struct {
+	name   string
+	values map[string]any
+	want   string
+}
+
+// renderRefusals are values that cannot work.
+var renderRefusals = []refusal{
+	{"grace not above timeout", map[string]any{"worker": map[string]any{"shutdownTimeoutSeconds": 30, "terminationGracePeriodSeconds": 30}},
+		"worker.terminationGracePeriodSeconds"},
+	{"KEDA max above partitions", map[string]any{"autoscaling": map[string]any{"inputPartitions": 4, "maxReplicas": 5, "keda": map[string]any{"enabled": true}}},
+		"autoscaling.maxReplicas 5 is larger than autoscaling.inputPartitions 4"},
+	{"HPA max above partitions", map[string]any{"autoscaling": map[string]any{"inputPartitions": 4, "maxReplicas": 5, "hpa": map[string]any{"enabled": true}}},
+		"autoscaling.maxReplicas 5 is larger than autoscaling.inputPartitions 4"},
+	{"KEDA max times lanes above partitions", map[string]any{"worker": map[string]any{"config": map[string]any{"lanes": 2}},
+		"autoscaling": map[string]any{"inputPartitions": 8, "maxReplicas": 5, "keda": map[string]any{"enabled": true}}},
+		"autoscaling.maxReplicas 5 × worker.config.lanes 2 is larger than autoscaling.inputPartitions 8"},
+	{"KEDA without partitions", map[string]any{"autoscaling": map[string]any{"keda": map[string]any{"enabled": true}}},
+		"autoscaling.inputPartitions"},
+	{"both autoscalers", map[string]any{"autoscaling": map[string]any{"inputPartitions": 4, "keda": map[string]any{"enabled": true}, "hpa": map[string]any{"enabled": true}}},
+		"choose one"},
+	{"instance-id in the config", map[string]any{"worker": map[string]any{"config": map[string]any{"instance-id": "w"}}},
+		"worker.config.instance-id"},
+	{"shutdown-timeout in the config", map[string]any{"worker": map[string]any{"config": map[string]any{"shutdown-timeout": "40s"}}},
+		"worker.config.shutdown-timeout"},
+	{"both monitors", map[string]any{"monitoring": map[string]any{"serviceMonitor": map[string]any{"enabled": true}, "podMonitor": map[string]any{"enabled": true}}},
+		"choose one"},
+	{"secret key without a secret", map[string]any{"secret": map[string]any{"saslPasswordKey": "p"}},
+		"secret.name"},
+}
+
+// secretRefusals are the secretLeaks as refusals.
+func secretRefusals() []refusal {
+	var out []refusal
+	for _, sc := range secretLeaks {
+		out = append(out, refusal{sc.name, sc.values(), sc.want})
+	}
+	return out
+}
+
 // TestRenderRefuses: values that cannot work fail the render with a
 // message that names the value.
 func TestRenderRefuses(t *testing.T) {
 	c := loadChart(t)
-	cases := []struct {
-		name   string
-		values map[string]any
-		want   string
-	}{
-		{"grace not above timeout", map[string]any{"worker": map[string]any{"shutdownTimeoutSeconds": 30, "terminationGracePeriodSeconds": 30}},
-			"worker.terminationGracePeriodSeconds"},
-		{"KEDA max above partitions", map[string]any{"autoscaling": map[string]any{"inputPartitions": 4, "maxReplicas": 5, "keda": map[string]any{"enabled": true}}},
-			"autoscaling.maxReplicas 5 is larger than autoscaling.inputPartitions 4"},
-		{"HPA max above partitions", map[string]any{"autoscaling": map[string]any{"inputPartitions": 4, "maxReplicas": 5, "hpa": map[string]any{"enabled": true}}},
-			"autoscaling.maxReplicas 5 is larger than autoscaling.inputPartitions 4"},
-		{"KEDA max times lanes above partitions", map[string]any{"worker": map[string]any{"config": map[string]any{"lanes": 2}},
-			"autoscaling": map[string]any{"inputPartitions": 8, "maxReplicas": 5, "keda": map[string]any{"enabled": true}}},
-			"autoscaling.maxReplicas 5 × worker.config.lanes 2 is larger than autoscaling.inputPartitions 8"},
-		{"KEDA without partitions", map[string]any{"autoscaling": map[string]any{"keda": map[string]any{"enabled": true}}},
-			"autoscaling.inputPartitions"},
-		{"both autoscalers", map[string]any{"autoscaling": map[string]any{"inputPartitions": 4, "keda": map[string]any{"enabled": true}, "hpa": map[string]any{"enabled": true}}},
-			"choose one"},
-		{"instance-id in the config", map[string]any{"worker": map[string]any{"config": map[string]any{"instance-id": "w"}}},
-			"worker.config.instance-id"},
-		{"shutdown-timeout in the config", map[string]any{"worker": map[string]any{"config": map[string]any{"shutdown-timeout": "40s"}}},
-			"worker.config.shutdown-timeout"},
-		{"both monitors", map[string]any{"monitoring": map[string]any{"serviceMonitor": map[string]any{"enabled": true}, "podMonitor": map[string]any{"enabled": true}}},
-			"choose one"},
-		{"secret key without a secret", map[string]any{"secret": map[string]any{"saslPasswordKey": "p"}},
-			"secret.name"},
-	}
-	for _, sc := range secretLeaks {
-		cases = append(cases, struct {
-			name   string
-			values map[string]any
-			want   string
-		}{sc.name, sc.values(), sc.want})
-	}
+	cases := append(slices.Clone(renderRefusals), secretRefusals()...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := renderChart(c, tc.values)
