@@ -19,6 +19,7 @@ import (
 // from plugin/kprom on the same registry.
 type workerMetrics struct {
 	in, numbered, passthrough, dlqTotal, repeats, dropped prometheus.Counter
+	assigned                                              prometheus.Counter
 	dlq, renumbered                                       *prometheus.CounterVec
 	txns                                                  *prometheus.CounterVec
 	batchSeconds                                          prometheus.Histogram
@@ -31,8 +32,10 @@ func newWorkerMetrics(reg prometheus.Registerer) *workerMetrics {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "flakestream", Name: name, Help: help})
 	}
 	m := &workerMetrics{
-		in:          f("records_in_total", "Records consumed and committed: numbered + passthrough + dead-lettered."),
-		numbered:    f("records_numbered_total", "Records given a new number and committed."),
+		in:       f("records_in_total", "Records consumed and committed: numbered + passthrough + dead-lettered."),
+		numbered: f("records_numbered_total", "Records given a new number and committed."),
+		assigned: f("numbers_assigned_total", "Numbers given to records, committed or not: those of aborted transactions are gaps "+
+			"(flakestream_records_numbered_total counts the committed ones; flakestream_numbers_reserved_total what was reserved for them)."),
 		passthrough: f("records_passthrough_total", "Records that already carried a valid number, passed through unchanged."),
 		dlqTotal:    f("records_dlq_total", "Records sent to the dead-letter topic."),
 		repeats:     f("records_repeat_total", "Records whose idempotency key already had a number."),
@@ -50,7 +53,7 @@ func newWorkerMetrics(reg prometheus.Registerer) *workerMetrics {
 		phases: eos.NewPhaseHistogram(),
 	}
 	if reg != nil {
-		reg.MustRegister(m.in, m.numbered, m.passthrough, m.dlqTotal, m.repeats, m.dropped, m.dlq, m.renumbered, m.txns, m.batchSeconds, m.lag, m.phases)
+		reg.MustRegister(m.in, m.numbered, m.assigned, m.passthrough, m.dlqTotal, m.repeats, m.dropped, m.dlq, m.renumbered, m.txns, m.batchSeconds, m.lag, m.phases)
 	}
 	return m
 }
@@ -71,15 +74,24 @@ func (m *workerMetrics) committed(c counts, took time.Duration) {
 	m.batchSeconds.Observe(took.Seconds())
 }
 
-// RegisterGenerator exports a generator's counters: numbers issued,
+// RegisterGenerator exports a generator's counters: numbers reserved,
 // sequencer round trips, overflow waits and the time spent waiting.
+//
+// flakestream_numbers_issued_total is the old name of
+// flakestream_numbers_reserved_total, kept for one release: it was read as
+// the numbers given to records, which it never counted (a block is
+// reserved whole, ahead of need).
 func RegisterGenerator(reg prometheus.Registerer, g *idgen.Generator) {
 	f := func(name, help string, v func(idgen.Stats) float64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "flakestream", Name: name, Help: help},
 			func() float64 { return v(g.Stats()) })
 	}
+	reserved := func(s idgen.Stats) float64 { return float64(s.Numbers) }
 	reg.MustRegister(
-		f("numbers_issued_total", "Numbers issued by this process (numbers of aborted transactions are gaps).", func(s idgen.Stats) float64 { return float64(s.Numbers) }),
+		f("numbers_reserved_total", "Numbers reserved from the sequencer, in blocks ahead of need: each is given to one record at most, "+
+			"and one never given (prefetched and then dropped, or left at shutdown) is a gap (flakestream_numbers_assigned_total counts the given ones).", reserved),
+		f("numbers_issued_total", "Deprecated: the same value as flakestream_numbers_reserved_total, under its old name, removed in the release after v0.1.0. "+
+			"It counts numbers reserved, not numbers given to records (flakestream_numbers_assigned_total).", reserved),
 		f("sequencer_reservations_total", "Sequencer round trips that returned a block.", func(s idgen.Stats) float64 { return float64(s.Reservations) }),
 		f("overflow_waits_total", "Waits for the next millisecond because one was full (or the clock was behind).", func(s idgen.Stats) float64 { return float64(s.Waits) }),
 		f("overflow_wait_seconds_total", "Time spent in those waits.", func(s idgen.Stats) float64 { return s.Waited.Seconds() }),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -102,6 +103,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.batch.numberer = p
 		w.prefetcher.Store(p)
 	}
+	w.batch.numberer = assigning{w.batch.numberer, w.m.assigned}
 	return w.loop.Run(ctx)
 }
 
@@ -196,3 +198,17 @@ func (w *Worker) Committed() error {
 // numbers are gaps, and the loop counts the abort. Records a broker refused
 // in it are sent another way by the next attempt.
 func (w *Worker) Aborted() { w.rejecter.aborted() }
+
+// assigning counts the numbers the batch takes, which it gives to records
+// (flakestream_numbers_assigned_total): the worker asks for exactly the
+// numbers its records need, so every number taken is given to one.
+type assigning struct {
+	idgen.Numberer
+	assigned prometheus.Counter
+}
+
+func (a assigning) AppendN(ctx context.Context, dst []int64, n int) ([]int64, error) {
+	out, err := a.Numberer.AppendN(ctx, dst, n)
+	a.assigned.Add(float64(len(out) - len(dst)))
+	return out, err
+}
