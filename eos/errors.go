@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/flakestream/flakestream/internal/kafkaacl"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -52,17 +53,30 @@ func IsFatalKafka(err error) bool {
 }
 
 // txnError classifies an error from beginning or ending a transaction (op),
-// or from a produce in it: authorization is fatal, anything else (fencing
-// included, see IsFatalKafka) asks for a new session.
-func txnError(op, txnID string, err error) error {
+// or from a produce in it: a refused right is fatal, with the one line
+// that names it (ending a transaction commits the group's offsets: READ on
+// the group and the input), anything else (fencing included, see
+// IsFatalKafka) asks for a new session.
+func (l *Loop) txnError(op string, err error) error {
+	txnID := l.cfg.TransactionalID
 	if IsFatalKafka(err) {
-		return fmt.Errorf("%w: %s: %w (not authorized for transactional ID %q)", ErrFatal, op, err, txnID)
+		targets := []kafkaacl.Target{l.txnTarget(), {Type: kafkaacl.Group, Name: l.cfg.Group, Operation: "READ"}}
+		if len(l.cfg.Topics) == 1 {
+			targets = append(targets, kafkaacl.Target{Type: kafkaacl.Topic, Name: l.cfg.Topics[0], Operation: "READ"})
+		}
+		return fmt.Errorf("%w: %w", ErrFatal, kafkaacl.Classify(fmt.Errorf("%s: %w", op, err), op, targets...))
 	}
 	if errors.Is(err, kerr.ProducerFenced) {
 		return fmt.Errorf("%w: %s: %w (the broker fenced transactional ID %q: its transaction timed out while this process hung, "+
 			"or another instance uses the same ID; a new session rejoins)", errRestartSession, op, err, txnID)
 	}
 	return fmt.Errorf("%w: %s: %w", errRestartSession, op, err)
+}
+
+// txnTarget is the right every transaction needs: WRITE on the
+// transactional ID.
+func (l *Loop) txnTarget() kafkaacl.Target {
+	return kafkaacl.Target{Type: kafkaacl.TransactionalID, Name: l.cfg.TransactionalID, Operation: "WRITE"}
 }
 
 // coordinatorStarting reports whether err says that a coordinator is not

@@ -103,7 +103,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	}
 	r := &retry{min: l.cfg.BackoffMin, max: l.cfg.BackoffMax, cur: l.cfg.BackoffMin,
 		log: l.cfg.Logger, last: &l.lastErr, what: what, check: l.fenceCheck}
-	return r.sessions(ctx, func() error {
+	err := r.sessions(ctx, func() error {
 		l.joined.Store(false)
 		err := session(ctx, r)
 		if errors.Is(err, errStopped) {
@@ -111,6 +111,7 @@ func (l *Loop) Run(ctx context.Context) error {
 		}
 		return err
 	})
+	return kafkaacl.WithPrincipal(err, l.cfg.Principal)
 }
 
 // Session is one Kafka client of a loop, from its start to its close.
@@ -372,7 +373,10 @@ func (l *Loop) boundReached(cl *kgo.Client) bool {
 func (l *Loop) fetchErrors(fetches kgo.Fetches) error {
 	for _, fe := range fetches.Errors() {
 		if IsFatalKafka(fe.Err) {
-			return fmt.Errorf("%w: %w", ErrFatal, &FetchError{Topic: fe.Topic, Partition: fe.Partition, Err: fe.Err})
+			// A group error comes without a topic: the group's join,
+			// heartbeat or offset fetch was refused.
+			return fmt.Errorf("%w: %w", ErrFatal, kafkaacl.Classify(&FetchError{Topic: fe.Topic, Partition: fe.Partition, Err: fe.Err}, "Fetch",
+				kafkaacl.Target{Type: kafkaacl.Topic, Name: fe.Topic, Operation: "READ"}, kafkaacl.Target{Type: kafkaacl.Group, Name: l.cfg.Group, Operation: "READ"}))
 		}
 		l.cfg.Logger.Warn("fetch error; retrying", "topic", fe.Topic, "partition", fe.Partition, "err", fe.Err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -353,9 +354,17 @@ func TestFetchErrorUnwraps(t *testing.T) {
 // Authorization is fatal, fencing replaces the session, and the caller can
 // still see why.
 func TestTxnErrorKeepsTheCause(t *testing.T) {
+	l := &Loop{cfg: Config{TransactionalID: "tid", Group: "g", Topics: []string{"in"}}}
+	txnError := func(op, _ string, err error) error { return l.txnError(op, err) }
 	err := txnError("end transaction", "tid", kerr.TransactionalIDAuthorizationFailed)
 	if !errors.Is(err, ErrFatal) || !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
 		t.Fatalf("%v: want ErrFatal wrapping kerr.TransactionalIDAuthorizationFailed", err)
+	}
+	if !strings.Contains(err.Error(), "--operation Write --transactional-id tid") {
+		t.Errorf("%v: does not give the kafka-acls command for WRITE on the transactional ID", err)
+	}
+	if err := txnError("end transaction", "tid", kerr.GroupAuthorizationFailed); !strings.Contains(err.Error(), "--operation Read --group g") {
+		t.Errorf("%v: does not give the kafka-acls command for READ on the group", err)
 	}
 	if err := txnError("end transaction", "tid", kerr.ProducerFenced); errors.Is(err, ErrFatal) || !errors.Is(err, errRestartSession) ||
 		!errors.Is(err, kerr.ProducerFenced) {

@@ -110,6 +110,9 @@ type Config struct {
 	// KafkaOpts are franz-go options (TLS, SASL, tuning), applied after
 	// the product's own, so they override them.
 	KafkaOpts []kgo.Opt
+	// Principal is who the brokers see KafkaOpts sign in as ("User:NAME"),
+	// named in the one line of an authorization error; default: unknown.
+	Principal string
 	// BeforeProduce, if set, is the orphaned-transaction guard
 	// (eos/txnguard; the CLI's --orphan-guard): a transactional
 	// product calls it before the first poll of every session and after

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/flakestream/flakestream/internal/kafkaacl"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -82,6 +84,9 @@ func (s *Session) CheckTopics(ctx context.Context, create bool, outputs ...strin
 		}
 	}
 	res := Topics{Partitions: map[string]int32{}}
+	if err := refusedTopics(details, c.Topics, outputs); err != nil {
+		return Topics{}, err
+	}
 	for _, t := range c.Topics {
 		d, ok := details[t]
 		if !ok || d.Err != nil {
@@ -108,6 +113,24 @@ func (s *Session) CheckTopics(ctx context.Context, create bool, outputs ...strin
 	return res, nil
 }
 
+// refusedTopics is the fatal error for the first input or output topic
+// the principal may not see (Metadata answers TOPIC_AUTHORIZATION_FAILED),
+// nil if there is none: it is neither missing nor to be created, and
+// waiting does not grant it.
+func refusedTopics(details kadm.TopicDetails, inputs, outputs []string) error {
+	for _, t := range append(append([]string{}, inputs...), outputs...) {
+		if d, ok := details[t]; ok && kafkaacl.Is(d.Err) {
+			op := "WRITE"
+			if slices.Contains(inputs, t) {
+				op = "READ"
+			}
+			return fmt.Errorf("%w: %w", ErrFatal, kafkaacl.Classify(fmt.Errorf("list topic %s: %w", t, d.Err), "Metadata",
+				kafkaacl.Target{Type: kafkaacl.Topic, Name: t, Operation: op}))
+		}
+	}
+	return nil
+}
+
 // listTopics lists topics, retrying while the brokers cannot answer.
 func (s *Session) listTopics(ctx context.Context, topics []string) (kadm.TopicDetails, error) {
 	c := &s.loop.cfg
@@ -124,7 +147,7 @@ func (s *Session) listTopics(ctx context.Context, topics []string) (kadm.TopicDe
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w: %w", ErrFatal, ErrListTopics, err)
+		return nil, fmt.Errorf("%w: %w: %w", ErrFatal, ErrListTopics, kafkaacl.Classify(err, "Metadata"))
 	}
 	return details, nil
 }

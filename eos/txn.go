@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
+	"github.com/flakestream/flakestream/internal/kafkaacl"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -19,20 +21,34 @@ var ErrNewSession = errRestartSession
 type Tx struct {
 	sess    *kgo.GroupTransactSession
 	promise *kgo.FirstErrPromise
+	refused atomic.Pointer[kgo.Record] // the first record the brokers refused for want of a right
 }
 
 // Produce produces r in the transaction, asynchronously; a failure aborts
 // the transaction at its end. Safe for concurrent use.
 func (t *Tx) Produce(ctx context.Context, r *kgo.Record) {
-	t.sess.Produce(ctx, r, t.promise.Promise())
+	done := t.promise.Promise()
+	t.sess.Produce(ctx, r, func(r *kgo.Record, err error) {
+		t.note(r, err)
+		done(r, err)
+	})
 }
 
 // ProduceSync produces r and waits for it (for baselines that measure the
 // cost of waiting per record); a failure also aborts the transaction.
 func (t *Tx) ProduceSync(ctx context.Context, r *kgo.Record) error {
 	err := t.sess.ProduceSync(ctx, r).FirstErr()
+	t.note(r, err)
 	t.promise.Promise()(r, err)
 	return err
+}
+
+// note keeps the first record refused for want of a right: its topic is
+// what the error line names.
+func (t *Tx) note(r *kgo.Record, err error) {
+	if err != nil && kafkaacl.Is(err) {
+		t.refused.CompareAndSwap(nil, r)
+	}
 }
 
 // Flush waits until every record produced so far in the transaction is
@@ -48,7 +64,7 @@ func (t *Tx) Flush(ctx context.Context) error {
 // Metrics.Phases.
 func (l *Loop) transact(ctx context.Context, sess *kgo.GroupTransactSession, fetches kgo.Fetches, times txnTimes) (bool, error) {
 	if err := sess.Begin(); err != nil {
-		return false, txnError("begin transaction", l.cfg.TransactionalID, err)
+		return false, l.txnError("begin transaction", err)
 	}
 	// The transaction ends with its own bound even when ctx is cancelled
 	// mid-batch: cancelling End would leave the client in an unknown
@@ -83,14 +99,20 @@ func (l *Loop) transact(ctx context.Context, sess *kgo.GroupTransactSession, fet
 		// Unknown on the broker; the next session fences it, so it never
 		// commits.
 		l.abort(data)
-		return false, txnError("end transaction", l.cfg.TransactionalID, err)
+		return false, l.txnError("end transaction", err)
 	case !committed:
 		l.abort(data)
 		if perr := tx.promise.Err(); perr != nil {
+			if r := tx.refused.Load(); r != nil {
+				// A missing right does not pass by retrying the batch.
+				return false, fmt.Errorf("%w: %w", ErrFatal, kafkaacl.Classify(
+					fmt.Errorf("produce to %s: %w", r.Topic, perr), "Produce",
+					kafkaacl.Target{Type: kafkaacl.Topic, Name: r.Topic, Operation: "WRITE"}, l.txnTarget()))
+			}
 			if errors.Is(perr, kerr.ProducerFenced) {
 				// The client's producer ID is dead: only a new
 				// session can produce again.
-				return false, txnError("produce", l.cfg.TransactionalID, perr)
+				return false, l.txnError("produce", perr)
 			}
 			return false, fmt.Errorf("%w: produce: %w", ErrCommitAborted, perr)
 		}

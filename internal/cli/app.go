@@ -19,6 +19,7 @@ import (
 
 	"github.com/flakestream/flakestream/codec/schema"
 	"github.com/flakestream/flakestream/eos"
+	"github.com/flakestream/flakestream/internal/kafkaacl"
 	"github.com/urfave/cli/v2"
 )
 
@@ -61,7 +62,13 @@ func Run(ctx context.Context, app *cli.App, args []string) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintf(app.ErrWriter, "flakestream: %v%s\n", err, hint(err))
+	msg := err.Error()
+	if ae, ok := errors.AsType[*kafkaacl.Error](err); ok {
+		// A refused right is said as itself: who, what, which operation
+		// and the command that grants it, without the layers it crossed.
+		msg = ae.Error()
+	}
+	fmt.Fprintf(app.ErrWriter, "flakestream: %s%s\n", msg, hint(err))
 	return ExitCode(err)
 }
 

@@ -177,6 +177,7 @@ func (cc *consumeConfig) settings(k *kafkaConfig, topics []string, log *slog.Log
 		Brokers: k.brokers.Value(), Topics: topics, Group: cc.group, InstanceID: cc.instanceID, TransactionalID: cc.transactionalID,
 		MaxPollRecords: cc.maxPollRecords, TransactionTimeout: cc.txnTimeout, SessionTimeout: cc.sessionTimeout,
 		ShutdownTimeout: cc.shutdownTimeout, Logger: log, Registerer: reg, KafkaOpts: kopts, BeforeProduce: guard,
+		Principal: k.principal(),
 	}
 	if cc.hasTopicWait {
 		s.TopicWait = eos.NoWait(cc.topicWait) // --topic-wait 0: no wait

@@ -134,6 +134,24 @@ func (t *tlsFiles) config() (*tls.Config, error) {
 	return cfg, nil
 }
 
+// principal is who the brokers see these settings sign in as, spelled as
+// kafka-acls takes it: User:<--sasl-user>; without SASL, the client
+// certificate's subject (Kafka's default for TLS); else User:ANONYMOUS.
+func (k *kafkaConfig) principal() string {
+	if k.saslMechanism != "" {
+		return "User:" + k.user
+	}
+	if k.tlsFiles.cert != "" {
+		if pair, err := tls.LoadX509KeyPair(k.tlsFiles.cert, k.tlsFiles.key); err == nil && len(pair.Certificate) > 0 {
+			if c, err := x509.ParseCertificate(pair.Certificate[0]); err == nil {
+				return "User:" + c.Subject.String()
+			}
+		}
+		return ""
+	}
+	return "User:ANONYMOUS"
+}
+
 // opts turns the Kafka security flags into franz-go options.
 func (k *kafkaConfig) opts() ([]kgo.Opt, error) {
 	var opts []kgo.Opt

@@ -41,7 +41,7 @@ type Error struct {
 
 func (e *Error) principal() string {
 	if e.Principal == "" {
-		return "User:<the worker's principal>"
+		return "User:<your principal>"
 	}
 	return e.Principal
 }
@@ -143,7 +143,8 @@ func Classify(err error, request string, targets ...Target) error {
 }
 
 // WithPrincipal fills in the principal of the *Error in err's chain, if
-// any and if not set yet, and returns err.
+// any and if not set yet, and returns err. Messages wrapped around it
+// earlier keep the old text: print the *Error itself (errors.AsType).
 func WithPrincipal(err error, principal string) error {
 	if e, ok := errors.AsType[*Error](err); ok && e.Principal == "" {
 		e.Principal = principal

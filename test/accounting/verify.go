@@ -381,12 +381,18 @@ func sameRecord(rep *Report, srcKey string, in, out *kgo.Record) {
 // topics have when it starts (an open transaction holds it until it ends),
 // or until ctx ends.
 func ReadCommitted(ctx context.Context, brokers []string, topics ...string) ([]*kgo.Record, error) {
+	return ReadCommittedWith(ctx, []kgo.Opt{kgo.SeedBrokers(brokers...)}, topics...)
+}
+
+// ReadCommittedWith is ReadCommitted with the client's options (the seed
+// brokers, and TLS and SASL for a secured cluster).
+func ReadCommittedWith(ctx context.Context, opts []kgo.Opt, topics ...string) ([]*kgo.Record, error) {
 	// Control records (transaction markers) are kept so that the reader
 	// sees its position reach the end offset even when the last offsets of
 	// a partition are markers, which consumers never see as data.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
+	cl, err := kgo.NewClient(append(opts[:len(opts):len(opts)], kgo.ConsumeTopics(topics...),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.KeepControlRecords())
+		kgo.KeepControlRecords())...)
 	if err != nil {
 		return nil, err
 	}

@@ -220,10 +220,10 @@ func (e *Env) Check(t testing.TB, timeout time.Duration) accounting.Report {
 	deadline := time.Now().Add(timeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), max(time.Until(deadline), 30*time.Second))
-		out, err := accounting.ReadCommitted(ctx, e.Kafka.Addrs, e.Output)
+		out, err := accounting.ReadCommittedWith(ctx, e.Kafka.ClientOpts(t), e.Output)
 		var dlq []*kgo.Record
 		if err == nil {
-			dlq, err = accounting.ReadCommitted(ctx, e.Kafka.Addrs, e.DLQ)
+			dlq, err = accounting.ReadCommittedWith(ctx, e.Kafka.ClientOpts(t), e.DLQ)
 		}
 		cancel()
 		if err == nil || errors.Is(err, context.DeadlineExceeded) {
@@ -248,7 +248,7 @@ func (e *Env) DLQClasses(t testing.TB) map[string]int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	recs, err := accounting.ReadCommitted(ctx, e.Kafka.Addrs, e.DLQ)
+	recs, err := accounting.ReadCommittedWith(ctx, e.Kafka.ClientOpts(t), e.DLQ)
 	if err != nil {
 		t.Fatalf("test/faults: read DLQ: %v", err)
 	}

@@ -264,3 +264,17 @@ func (c *KafkaCluster) DeleteACLs(t testing.TB, b *kadm.ACLBuilder) int {
 	}
 	return n
 }
+
+// CLIArgs are flakestream's flags that sign in to the secured broker as
+// user with password (SCRAM-SHA-512, the CA, the client certificate).
+func (s *KafkaSecure) CLIArgs(user, password string) []string {
+	return []string{"--kafka-tls-ca", s.CA, "--kafka-tls-cert", s.ClientCert, "--kafka-tls-key", s.ClientKey,
+		"--sasl-mechanism", "scram-sha-512", "--sasl-user", user, "--sasl-password", password}
+}
+
+// ClientOpts are the options of a client of the cluster: its addresses,
+// and on a secured broker the super user's sign-in.
+func (c *KafkaCluster) ClientOpts(t testing.TB) []kgo.Opt {
+	t.Helper()
+	return append([]kgo.Opt{kgo.SeedBrokers(c.Addrs...)}, c.adminOpts(t)...)
+}
