@@ -151,3 +151,59 @@ func TestRedisClientTLSSettingsAreUsed(t *testing.T) {
 		t.Errorf("TLS settings for redis://: %v, want ErrRedisURL naming rediss://", err)
 	}
 }
+
+// Sentinel over TLS: the sentinels, the primary and its replicas speak
+// only TLS with client certificates, and one NewRedisClientTLS
+// configuration reaches all of them: the sequencer reserves through the
+// primary the sentinels name and WAITs for a replica.
+func TestRedisSentinelTLS(t *testing.T) {
+	s := testenv.NewRedisSentinelsTLS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rc, info, err := NewRedisClientTLS(s.URL, s.TLS.Config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if info.Kind != RedisSentinel || !info.TLS {
+		t.Fatalf("%s: %+v", s.URL, info)
+	}
+	seq, err := NewRedisSequencer(RedisSettings{Client: rc, Durability: Durability{Replicas: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := seq.Reserve(ctx, Request{Layout: DefaultLayout(), Server: 1, Worker: 1, N: 10}); err != nil {
+		t.Fatalf("reserve through Sentinel over TLS: %v", err)
+	}
+	if n := seq.NotReplicated(); n != 0 {
+		t.Errorf("%d reservations not acknowledged by a replica", n)
+	}
+}
+
+// Redis Cluster over TLS: every node speaks only TLS with client
+// certificates (the cluster bus too), and the sequencer reserves on the
+// slot's master and WAITs for its replica through one NewRedisClientTLS
+// configuration.
+func TestRedisClusterTLS(t *testing.T) {
+	c := testenv.NewRedisClusterTLS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rc, info, err := NewRedisClientTLS(c.URL, c.TLS.Config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if info.Kind != RedisCluster || !info.TLS {
+		t.Fatalf("%s: %+v", c.URL, info)
+	}
+	seq, err := NewRedisSequencer(RedisSettings{Client: rc, Durability: Durability{Replicas: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := seq.Reserve(ctx, Request{Layout: DefaultLayout(), Server: 1, Worker: 1, N: 10}); err != nil {
+		t.Fatalf("reserve on Redis Cluster over TLS: %v", err)
+	}
+	if n := seq.NotReplicated(); n != 0 {
+		t.Errorf("%d reservations not acknowledged by a replica", n)
+	}
+}

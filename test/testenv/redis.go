@@ -108,16 +108,32 @@ func RedisServer(t testing.TB) *Redis {
 func RedisServerTLS(t testing.TB) *Redis {
 	t.Helper()
 	bin := redisBins(t, "redis-server")[0]
-	ca := NewTestCA(t)
-	rt := &RedisTLS{CA: ca, ServerName: RedisTLSServerName}
-	rt.serverCert, rt.serverKey = ca.Issue(t, "redis-server", RedisTLSServerName)
-	rt.ClientCert, rt.ClientKey = ca.Issue(t, "redis-client")
-	r := &Redis{Kind: "local", dir: t.TempDir(), port: FreePort(t), TLS: rt}
+	r := &Redis{Kind: "local", dir: t.TempDir(), port: FreePort(t), TLS: newRedisTLS(t)}
 	r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port))
 	r.URL = "rediss://" + r.Addr + "/0"
 	r.start(t, bin)
 	t.Cleanup(func() { r.stop() })
 	return r
+}
+
+// newRedisTLS makes a CA, a server certificate that names only
+// RedisTLSServerName and a client certificate.
+func newRedisTLS(t testing.TB) *RedisTLS {
+	t.Helper()
+	ca := NewTestCA(t)
+	rt := &RedisTLS{CA: ca, ServerName: RedisTLSServerName}
+	rt.serverCert, rt.serverKey = ca.Issue(t, "redis-server", RedisTLSServerName)
+	rt.ClientCert, rt.ClientKey = ca.Issue(t, "redis-client")
+	return rt
+}
+
+// serverArgs are the arguments that make a redis-server or redis-sentinel
+// listen on port with TLS only, require client certificates and use TLS
+// to its primary and to the other sentinels.
+func (r *RedisTLS) serverArgs(port int) []string {
+	return []string{"--port", "0", "--tls-port", strconv.Itoa(port),
+		"--tls-cert-file", r.serverCert, "--tls-key-file", r.serverKey,
+		"--tls-ca-cert-file", r.CA.File, "--tls-auth-clients", "yes", "--tls-replication", "yes"}
 }
 
 // CanRestart reports whether the test controls the server's process, so

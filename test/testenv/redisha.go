@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -26,6 +27,15 @@ type RedisProc struct {
 	bin  string
 	cmd  *exec.Cmd
 	done chan struct{}
+	// tls is the client configuration of a TLS-only process; nil for
+	// plain TCP.
+	tls *tls.Config
+}
+
+// options are o for a client of this process: its address, and its TLS.
+func (p *RedisProc) options(o *redis.Options) *redis.Options {
+	o.Addr, o.TLSConfig = p.Addr, p.tls
+	return o
 }
 
 // Kill ends the process with SIGKILL, the way a host dies: no flush, no
@@ -45,7 +55,7 @@ func (p *RedisProc) Alive() bool { return p.cmd != nil }
 // Client returns a client of this one process, closed when the test ends.
 func (p *RedisProc) Client(t testing.TB) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
+	c := redis.NewClient(p.options(&redis.Options{MaxRetries: -1}))
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -62,7 +72,7 @@ func (p *RedisProc) start(t testing.TB) {
 	p.cmd, p.done = cmd, make(chan struct{})
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	t.Cleanup(p.stop)
-	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	c := redis.NewClient(p.options(&redis.Options{MaxRetries: -1, DialTimeout: 200 * time.Millisecond}))
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -146,6 +156,8 @@ func newRedisProc(t testing.TB, bin string, port int, args ...string) *RedisProc
 type RedisCluster struct {
 	URL   string // redis+cluster://127.0.0.1:p1,127.0.0.1:p2,...
 	Nodes []*RedisProc
+	// TLS is set for NewRedisClusterTLS: what its clients need.
+	TLS *RedisTLS
 }
 
 // NewRedisCluster starts a Redis Cluster of 3 masters with one replica
@@ -156,24 +168,47 @@ type RedisCluster struct {
 // when the test ends. Without the binaries it skips (fails under CI=true).
 func NewRedisCluster(t testing.TB) *RedisCluster {
 	t.Helper()
+	return newRedisCluster(t, nil)
+}
+
+// NewRedisClusterTLS is NewRedisCluster with every node speaking only TLS
+// (RedisServerTLS's settings), the cluster bus and replication included;
+// the URL is rediss+cluster://.
+func NewRedisClusterTLS(t testing.TB) *RedisCluster {
+	t.Helper()
+	return newRedisCluster(t, newRedisTLS(t))
+}
+
+func newRedisCluster(t testing.TB, rt *RedisTLS) *RedisCluster {
+	t.Helper()
 	bins := redisBins(t, "redis-server", "redis-cli")
 	taken := map[int]bool{}
-	c := &RedisCluster{}
+	c := &RedisCluster{TLS: rt}
 	var addrs []string
 	for range 6 {
 		p := newRedisProc(t, bins[0], clusterPort(t, taken), "--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000")
+		if rt != nil {
+			p.args, p.tls = append(p.args, append(rt.serverArgs(p.Port), "--tls-cluster", "yes")...), rt.Config(t)
+		}
 		p.start(t)
 		c.Nodes = append(c.Nodes, p)
 		addrs = append(addrs, p.Addr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	create := exec.CommandContext(ctx, bins[1], append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "1", "--cluster-yes")...)
+	args := append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "1", "--cluster-yes")
+	if rt != nil {
+		args = append(args, "--tls", "--cacert", rt.CA.File, "--cert", rt.ClientCert, "--key", rt.ClientKey, "--sni", rt.ServerName)
+	}
+	create := exec.CommandContext(ctx, bins[1], args...)
 	if out, err := create.CombinedOutput(); err != nil {
 		t.Fatalf("testenv: redis-cli --cluster create: %v\n%s", err, out)
 	}
 	c.URL = "redis+cluster://" + strings.Join(addrs, ",")
+	if rt != nil {
+		c.URL = "rediss+cluster://" + strings.Join(addrs, ",")
+	}
 	c.WaitHealthy(t, 30*time.Second)
 	return c
 }
@@ -191,7 +226,7 @@ func (c *RedisCluster) health() string {
 		if !n.Alive() {
 			continue
 		}
-		cl := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1})
+		cl := redis.NewClient(n.options(&redis.Options{MaxRetries: -1}))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		ci, err1 := cl.ClusterInfo(ctx).Result()
 		ri, err2 := cl.Info(ctx, "replication").Result()
@@ -234,7 +269,7 @@ func (c *RedisCluster) MasterOf(t testing.TB, key string) *RedisProc {
 		if !n.Alive() {
 			continue
 		}
-		cl := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1})
+		cl := redis.NewClient(n.options(&redis.Options{MaxRetries: -1}))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		slot, err := cl.ClusterKeySlot(ctx, key).Result()
 		var shards []redis.ClusterShard
@@ -275,6 +310,8 @@ type RedisSentinels struct {
 	Master    string // the master name, "flakestream"
 	Servers   []*RedisProc
 	Sentinels []*RedisProc
+	// TLS is set for NewRedisSentinelsTLS: what its clients need.
+	TLS *RedisTLS
 }
 
 // NewRedisSentinels starts a primary, 2 replicas and 3 sentinels (quorum
@@ -284,14 +321,34 @@ type RedisSentinels struct {
 // when the test ends.
 func NewRedisSentinels(t testing.TB) *RedisSentinels {
 	t.Helper()
+	return newRedisSentinels(t, nil)
+}
+
+// NewRedisSentinelsTLS is NewRedisSentinels with every server and sentinel
+// speaking only TLS (RedisServerTLS's settings, in TLS), replication and
+// the sentinels' links included; the URL is rediss+sentinel://.
+func NewRedisSentinelsTLS(t testing.TB) *RedisSentinels {
+	t.Helper()
+	return newRedisSentinels(t, newRedisTLS(t))
+}
+
+func newRedisSentinels(t testing.TB, rt *RedisTLS) *RedisSentinels {
+	t.Helper()
 	bins := redisBins(t, "redis-server", "redis-sentinel")
-	s := &RedisSentinels{Master: "flakestream"}
+	s := &RedisSentinels{Master: "flakestream", TLS: rt}
+	var clientTLS *tls.Config
+	if rt != nil {
+		clientTLS = rt.Config(t)
+	}
 	for i := range 3 {
 		var args []string
 		if i > 0 {
 			args = []string{"--replicaof", "127.0.0.1", strconv.Itoa(s.Servers[0].Port)}
 		}
 		p := newRedisProc(t, bins[0], FreePort(t), args...)
+		if rt != nil {
+			p.args, p.tls = append(p.args, rt.serverArgs(p.Port)...), clientTLS
+		}
 		p.start(t)
 		s.Servers = append(s.Servers, p)
 	}
@@ -307,11 +364,17 @@ func NewRedisSentinels(t testing.TB) *RedisSentinels {
 			t.Fatal(err)
 		}
 		p := &RedisProc{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, dir: dir, bin: bins[1], args: []string{conf}}
+		if rt != nil {
+			p.args, p.tls = append(p.args, rt.serverArgs(port)...), clientTLS
+		}
 		p.start(t)
 		s.Sentinels = append(s.Sentinels, p)
 		addrs = append(addrs, p.Addr)
 	}
 	s.URL = "redis+sentinel://" + strings.Join(addrs, ",") + "/" + s.Master
+	if rt != nil {
+		s.URL = "rediss+sentinel://" + strings.Join(addrs, ",") + "/" + s.Master
+	}
 	s.WaitHealthy(t, 30*time.Second)
 	return s
 }
@@ -342,7 +405,7 @@ func (s *RedisSentinels) health() string {
 		if !p.Alive() {
 			continue
 		}
-		sc := redis.NewSentinelClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
+		sc := redis.NewSentinelClient(p.options(&redis.Options{MaxRetries: -1}))
 		m, err := sc.Master(ctx, s.Master).Result()
 		sc.Close()
 		if err != nil {
@@ -363,7 +426,7 @@ func (s *RedisSentinels) health() string {
 		if !p.Alive() || p == primary {
 			continue
 		}
-		c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
+		c := redis.NewClient(p.options(&redis.Options{MaxRetries: -1}))
 		ri, err := c.Info(ctx, "replication").Result()
 		c.Close()
 		if err != nil || !strings.Contains(ri, "master_link_status:up") || !strings.Contains(ri, fmt.Sprintf("master_port:%d", primary.Port)) {
@@ -379,7 +442,7 @@ func (s *RedisSentinels) Primary() *RedisProc {
 		if !p.Alive() {
 			continue
 		}
-		c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
+		c := redis.NewClient(p.options(&redis.Options{MaxRetries: -1}))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		ri, err := c.Info(ctx, "replication").Result()
 		cancel()
