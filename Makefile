@@ -7,7 +7,7 @@ PKGS    ?= ./...
 # missing one fail instead of skip.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all test test-helm test-k8s helm lint-helm lint-bench test-kafka test-kafka-cluster test-interop test-rules lint fmt vet staticcheck bench demo build fuzz clean funclen
+.PHONY: all test test-helm test-k8s helm lint-helm lint-bench test-kafka test-kafka-cluster test-kafka-secure test-interop test-rules lint fmt vet staticcheck bench demo build fuzz clean funclen
 
 all: lint test
 
@@ -109,6 +109,16 @@ test-kafka-cluster:
 	@mkdir -p $(ARTIFACTS)
 	FLAKESTREAM_KAFKA_LOCAL=1 FLAKESTREAM_ARTIFACTS=$(abspath $(ARTIFACTS)) \
 		$(GO) test $(CLUSTERFLAGS) -run '^TestCluster' $(E2E_PKGS)
+
+# The secured stage alone: each test on a broker of its own from
+# `scripts/kafka-local start --secure` (SASL_SSL, SCRAM and PLAIN, a CA it
+# makes, StandardAuthorizer; one test on a secured 3-node cluster), the
+# worker under docs/security.md's ACLs only: the orphan guard with no right
+# on the cluster, and each ACL revoked mid-run. `make test` runs the same
+# tests where java and the Kafka jars are there (always in .ci/run).
+SECURE_TESTS ?= TestSecureKafka|TestACLTable|TestGuardOnRealKafka|TestWorkerRevokedACLEndsWithOneLine
+test-kafka-secure:
+	FLAKESTREAM_KAFKA_LOCAL=1 $(GO) test -count=1 -timeout 20m -v -run '$(SECURE_TESTS)' ./test/testenv/ ./eos/txnguard/ ./test/process/
 
 lint: fmt vet staticcheck lint-helm lint-bench
 
