@@ -105,6 +105,7 @@ type offsets map[int32]int64
 // resolved is the input range as it will be read, with what was clamped.
 type resolved struct {
 	ranges       []Range
+	committed    map[string]map[int32]int64 // the worker group's, for pending
 	notCheckable int64
 	notes        []string
 	compacted    map[string]bool

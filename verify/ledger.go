@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/flakestream/flakestream/codec"
@@ -66,6 +67,10 @@ type part struct {
 	hasNum []uint64 // bit: the input record already carried a valid number
 	out    []uint8  // outSeen, dlqSeen, renumbered
 	nums   []int64  // the number of the offset's first output copy
+	// pendingFrom: a record at or after it that is in neither the output
+	// nor the DLQ is pending (the worker has not committed it yet), not
+	// lost; MaxInt64 when unknown.
+	pendingFrom int64
 }
 
 const (
@@ -121,7 +126,7 @@ func NewLedger(ranges []Range) *Ledger {
 		n := max(r.To-r.From, 0)
 		words := (n + 63) / 64
 		p := &part{r: r, rec: make([]uint64, words), marker: make([]uint64, words), hasNum: make([]uint64, words),
-			out: make([]uint8, n), nums: make([]int64, n)}
+			out: make([]uint8, n), nums: make([]int64, n), pendingFrom: math.MaxInt64}
 		ps := l.parts[r.Topic]
 		for int(r.Partition) >= len(ps) {
 			ps = append(ps, nil)
@@ -130,6 +135,17 @@ func NewLedger(ranges []Range) *Ledger {
 		l.parts[r.Topic] = ps
 	}
 	return l
+}
+
+// Pending says that the worker's group has committed topic's partition
+// up to committed (the next offset it will read): an input record at or
+// after it that is in neither the output nor the DLQ is pending, not lost.
+// Call it before Report; a partition it is not called for has no pending
+// records, so a missing record there is lost.
+func (l *Ledger) Pending(topic string, partition int32, committed int64) {
+	if ps := l.parts[topic]; int(partition) < len(ps) && ps[partition] != nil {
+		ps[partition].pendingFrom = committed
+	}
 }
 
 // slot finds c's partition and index; ok is false outside every range.
@@ -274,11 +290,15 @@ func appendToFault(l []Fault, src string, n int64, at string) []Fault {
 // Counts is what a reconciliation found, under the names outside checks
 // read (`flakestream verify --json`).
 type Counts struct {
-	Input            int64 `json:"input"`
-	Numbered         int64 `json:"numbered"`
-	Passthrough      int64 `json:"passthrough"`
-	DeadLettered     int64 `json:"dead_lettered"`
-	Lost             int64 `json:"lost"`
+	Input        int64 `json:"input"`
+	Numbered     int64 `json:"numbered"`
+	Passthrough  int64 `json:"passthrough"`
+	DeadLettered int64 `json:"dead_lettered"`
+	Lost         int64 `json:"lost"`
+	// Pending counts input records in neither the output nor the DLQ at
+	// or after the worker group's committed offset: not done yet, which
+	// is no fault (see Ledger.Pending).
+	Pending          int64 `json:"pending"`
 	Duplicated       int64 `json:"duplicated"`
 	Renumbered       int64 `json:"renumbered"`
 	DuplicateNumbers int64 `json:"duplicate_numbers"`
@@ -313,8 +333,8 @@ type Report struct {
 
 func (r Report) String() string {
 	c := r.Counts
-	return fmt.Sprintf("input=%d numbered=%d passthrough=%d dead_lettered=%d lost=%d duplicated=%d renumbered=%d duplicate_numbers=%d unattributed=%d not_checkable=%d invalid_numbers=%d outside_range=%d exact=%t",
-		c.Input, c.Numbered, c.Passthrough, c.DeadLettered, c.Lost, c.Duplicated, c.Renumbered, c.DuplicateNumbers, c.Unattributed, c.NotCheckable, c.InvalidNumbers, c.OutsideRange, c.Exact)
+	return fmt.Sprintf("input=%d numbered=%d passthrough=%d dead_lettered=%d lost=%d pending=%d duplicated=%d renumbered=%d duplicate_numbers=%d unattributed=%d not_checkable=%d invalid_numbers=%d outside_range=%d exact=%t",
+		c.Input, c.Numbered, c.Passthrough, c.DeadLettered, c.Lost, c.Pending, c.Duplicated, c.Renumbered, c.DuplicateNumbers, c.Unattributed, c.NotCheckable, c.InvalidNumbers, c.OutsideRange, c.Exact)
 }
 
 // Report accounts for every input record. Call it once both sides are
@@ -379,6 +399,8 @@ func (l *Ledger) tallyPart(p *part, rep *Report) {
 			c.Numbered++
 		case st&dlqSeen != 0:
 			c.DeadLettered++
+		case at.Offset >= p.pendingFrom:
+			c.Pending++
 		default:
 			c.Lost++
 			rep.Faults.Lost = addFault(rep.Faults.Lost, Fault{Source: at.String()})

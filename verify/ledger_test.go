@@ -203,3 +203,26 @@ func FuzzParseBound(f *testing.F) {
 		}
 	})
 }
+
+// A record in neither the output nor the DLQ is pending at or after the
+// offset Pending names, lost before it; pending is no fault.
+func TestLedgerPending(t *testing.T) {
+	for _, c := range []struct {
+		from          int64
+		lost, pending int64
+		exact         bool
+	}{{7, 2, 3, false}, {5, 0, 5, true}, {10, 5, 0, false}} {
+		l := NewLedger([]Range{{Topic: "in", Partition: 0, From: 0, To: 10}})
+		for o := int64(0); o < 10; o++ {
+			l.Input(Coord{Topic: "in", Offset: o}, false)
+		}
+		for o := int64(0); o < 5; o++ {
+			l.Output(Coord{Topic: "in", Offset: o}, Coord{Topic: "out", Offset: o}, 1000+o)
+		}
+		l.Pending("in", 0, c.from)
+		rep := l.Report()
+		if rep.Lost != c.lost || rep.Pending != c.pending || rep.Exact != c.exact {
+			t.Errorf("pending from %d: %s; want lost %d, pending %d, exact %t", c.from, rep, c.lost, c.pending, c.exact)
+		}
+	}
+}

@@ -48,6 +48,14 @@ type Config struct {
 	// partitions are checked, as a replay with the same bounds covers only
 	// those.
 	AllPartitions bool
+	// Group is the worker's consumer group. Set, an input record in
+	// neither the output nor the DLQ at or after the offset the group has
+	// committed is pending (the worker has not got there yet), not lost.
+	// "": every such record is lost.
+	Group string
+	// Wait, with Group, first waits up to this long for the group to
+	// commit the whole range, so that nothing is left pending.
+	Wait time.Duration
 	// Format reads values as the worker did: whether an input record
 	// already carried a valid number (it is passed through), and the
 	// number of an output record that has no number header. Required.
@@ -117,6 +125,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	l := NewLedger(in.ranges)
 	l.NotCheckable(in.notCheckable)
+	markPending(l, in.committed, in.ranges)
 	r := &reader{cfg: cfg, l: l, total: span(in.ranges) + span(out.ranges)}
 	g, gctx := errgroup.WithContext(ctx)
 	// Each input partition is read by one client, so the input side's
@@ -165,6 +174,13 @@ func plan(ctx context.Context, cfg *Config) (in, out *resolved, compacted map[st
 	}
 	if in, err = resolve(ctx, adm, cfg.Inputs, cfg.From, cfg.To, cfg.AllPartitions); err != nil {
 		return nil, nil, nil, nil, err
+	}
+	if cfg.Group != "" {
+		var more []string
+		if in.committed, more, err = committed(ctx, adm, cfg.Group, in.ranges, cfg.Wait); err != nil {
+			return nil, nil, nil, nil, err
+		}
+		notes = append(notes, more...)
 	}
 	outTopics := []string{cfg.Output}
 	if cfg.DLQ != "" {

@@ -11,11 +11,12 @@ import (
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/test/testenv"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // verifyKeys are the keys of `verify --json` that outside checks read.
-var verifyKeys = []string{"input", "numbered", "passthrough", "dead_lettered", "lost", "duplicated", "renumbered",
+var verifyKeys = []string{"input", "numbered", "passthrough", "dead_lettered", "lost", "pending", "duplicated", "renumbered",
 	"duplicate_numbers", "unattributed", "not_checkable", "exact"}
 
 // numberedCopies writes n orders to input and, as a worker would, a
@@ -115,5 +116,41 @@ func TestVerifyUsageAndConnectionErrors(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q; want exit 2 and one line naming %q", code, stderr, tc.want)
 			}
 		})
+	}
+}
+
+// Records the worker's group has not committed yet are pending, not lost:
+// a range that is only pending exits 0 and says so; the same range checked
+// without the group (--group "") is lost records, exit 1.
+func TestVerifyPendingExitsZero(t *testing.T) {
+	k := testenv.Kafka(t)
+	input := k.NewTopic(t, 2)
+	output := input + ".out"
+	k.CreateTopic(t, output, 2)
+	cl := k.Client(t)
+	recs := make([]*kgo.Record, 100)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: input, Value: []byte(`{"order_ref":"` + strconv.Itoa(i) + `"}`)}
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// The worker's group has joined and committed its start, nothing more.
+	group := input + "-g"
+	var start kadm.Offsets
+	start.Add(kadm.Offset{Topic: input, Partition: 0, At: 0, LeaderEpoch: -1})
+	start.Add(kadm.Offset{Topic: input, Partition: 1, At: 0, LeaderEpoch: -1})
+	if resp, err := k.Admin(t).CommitOffsets(context.Background(), group, start); err != nil || resp.Error() != nil {
+		t.Fatalf("commit the group's start: %v %v", err, resp.Error())
+	}
+	args := []string{"verify", "--brokers", strings.Join(k.Addrs, ","), "--input-topic", input, "--output-topic", output}
+	stdout, stderr, code := runApp(t, "", nil, append(args, "--group", group)...)
+	if code != 0 || !strings.Contains(stdout, "pending            100\n") || !strings.Contains(stdout, "lost               0\n") ||
+		!strings.Contains(stdout, "note: 100 records are pending: the worker has not committed them yet (no fault; --wait waits for them)") {
+		t.Fatalf("only pending: exit %d, stderr %q:\n%s", code, stderr, stdout)
+	}
+	stdout, _, code = runApp(t, "", nil, append(args, "--group", "")...)
+	if code != 1 || !strings.Contains(stdout, "lost               100\n") {
+		t.Fatalf("without the group: exit %d:\n%s", code, stdout)
 	}
 }
