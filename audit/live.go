@@ -29,6 +29,7 @@ type auditMetrics struct {
 	records   prometheus.Counter
 	numbers   *prometheus.CounterVec
 	anomalies *prometheus.CounterVec
+	flagged   prometheus.Counter
 	lagMs     prometheus.Histogram
 	seqPerMs  prometheus.Histogram
 	lag       *prometheus.GaugeVec
@@ -58,7 +59,9 @@ func newAuditMetrics(reg prometheus.Registerer, l idgen.Layout) *auditMetrics {
 		numbers: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "audit_numbers_total",
 			Help: "Numbers decoded, by server and worker ID (\"other\" past 1024 pairs)."}, []string{"server", "worker"}),
 		anomalies: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "audit_anomalies_total",
-			Help: "Audit records flagged, by anomaly (a record may count under several)."}, []string{"kind"}),
+			Help: "Anomalies flagged, by kind: a record with several counts under each (flakestream_audit_flagged_records_total counts the records)."}, []string{"kind"}),
+		flagged: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "audit_flagged_records_total",
+			Help: "Audit records with at least one anomaly, each counted once however many it has."}),
 		lagMs: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "audit_lag_ms",
 			Help: "Record timestamp minus the number's time, in ms (negative: the record's timestamp is older than its number).", Buckets: lagBuckets}),
 		seqPerMs: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "audit_sequence_per_ms",
@@ -84,7 +87,7 @@ func newAuditMetrics(reg prometheus.Registerer, l idgen.Layout) *auditMetrics {
 		}
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: name, Help: help}, f)
 	}
-	reg.MustRegister(m.records, m.numbers, m.anomalies, m.lagMs, m.seqPerMs, m.lag, m.txns,
+	reg.MustRegister(m.records, m.numbers, m.anomalies, m.flagged, m.lagMs, m.seqPerMs, m.lag, m.txns,
 		fn("audit_dup_entries", "Numbers the duplicate window holds.", &m.dupEntries, false),
 		fn("audit_dup_evictions_total", "Window buckets dropped early to stay within --dup-max-entries: the window was effectively shorter.", &m.dupEvictions, true),
 		fn("audit_dup_unchecked_total", "Numbers the duplicate check skipped: older than the window behind the newest number seen, or beyond the clock plus --max-skew.", &m.unchecked, true),
@@ -154,7 +157,8 @@ type liveState struct {
 	lagSum    secondRing
 	lagCount  secondRing
 	audited   int64
-	anomalies [len(anomalyKinds)]int64
+	anomalies [len(anomalyKinds)]int64 // flags, by kind
+	flaggedN  int64                    // records with at least one flag
 	lastLagMs int64
 	recent    [][]byte // ring of audit record JSON, next at recentAt
 	recentAt  int
@@ -201,6 +205,8 @@ func (s *liveState) add(b *auditBatch, now time.Time) {
 			}
 		}
 		if b.sets[i] != 0 {
+			s.flaggedN++
+			s.m.flagged.Inc()
 			s.flagged, s.flaggedAt = pushRing(s.flagged, s.flaggedAt, b.values[i], s.cfg.recent)
 		}
 		if !r.Valid {
@@ -275,8 +281,9 @@ type liveSummary struct {
 	Key         string           `json:"key"`             // --key, "" when off
 	Audited     int64            `json:"audited"`
 	Kinds       []string         `json:"kinds"`
-	Anomalies   map[string]int64 `json:"anomalies"`
-	Rate        []int64          `json:"rate"` // numbers per second, oldest first, last complete second last
+	Anomalies   map[string]int64 `json:"anomalies"`       // flags by kind: a record may have several
+	FlaggedRecs int64            `json:"flagged_records"` // records with at least one flag
+	Rate        []int64          `json:"rate"`            // numbers per second, oldest first, last complete second last
 	LagAvgMs    []float64        `json:"lag_avg_ms"`
 	LastLagMs   int64            `json:"last_lag_ms"`
 	ConsumerLag int64            `json:"consumer_lag"`
@@ -326,7 +333,7 @@ func (s *liveState) summary(now time.Time, ready error) liveSummary {
 	sec := now.Unix()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sum.Audited, sum.LastLagMs = s.audited, s.lastLagMs
+	sum.Audited, sum.LastLagMs, sum.FlaggedRecs = s.audited, s.lastLagMs, s.flaggedN
 	if !s.lastBatch.IsZero() {
 		sum.LastBatchMs = s.lastBatch.UnixMilli()
 	}

@@ -111,6 +111,13 @@ func TestAuditLivePage(t *testing.T) {
 	waitJS("41 records audited", `document.getElementById("audited").textContent === "41"`)
 	waitJS("41 rows of latest records", `document.querySelectorAll("#records tbody tr").length === 41`)
 	waitJS("one duplicate", `document.getElementById("anom-duplicate").textContent === "1"`)
+	// Records and flags are counted apart, and the delay says what it is.
+	if got := text("anomalies-total") + " | " + text("anomalies-sub"); got != "1 | 1 flag: duplicate 1" {
+		t.Fatalf("records with anomalies card %q, want 1 record and 1 flag", got)
+	}
+	if got := text("lag-sub"); got != "the number's time minus the record's timestamp" && !strings.HasPrefix(got, "below 0: ") {
+		t.Fatalf("numbering delay card says %q, not what it is", got)
+	}
 	if got := text("anom-backwards") + "/" + text("anom-invalid"); got != "0/0" {
 		t.Fatalf("backwards/invalid counts %q, want 0/0", got)
 	}

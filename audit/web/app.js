@@ -155,15 +155,25 @@ function render(s) {
   $("rate").textContent = fmt.format(s.rate[s.rate.length - 1] || 0);
   sparkline($("rate-spark"), s.rate);
 
-  const flagged = Object.values(s.anomalies).reduce((a, b) => a + b, 0);
-  $("anomalies-total").textContent = fmt.format(flagged);
-  $("anomaly-card").classList.toggle("bad", flagged > 0);
+  // Records and flags are two counts: a record with two anomalies is one
+  // record and two flags.
+  const flags = Object.values(s.anomalies).reduce((a, b) => a + b, 0);
+  $("anomalies-total").textContent = fmt.format(s.flagged_records);
+  $("anomaly-card").classList.toggle("bad", s.flagged_records > 0);
   const worst = s.kinds.filter((k) => s.anomalies[k] > 0).map((k) => k + " " + fmt.format(s.anomalies[k]));
-  $("anomalies-sub").textContent = worst.length ? worst.join(" · ") : "none";
+  $("anomalies-sub").textContent = worst.length
+    ? fmt.format(flags) + (flags === 1 ? " flag: " : " flags: ") + worst.join(" · ") : "none";
 
-  const lastLag = s.lag_avg_ms[s.lag_avg_ms.length - 1];
-  $("lag").textContent = lagText(lastLag || s.last_lag_ms || 0);
-  sparkline($("lag-spark"), s.lag_avg_ms);
+  // The audit records lag_ms, the record's timestamp minus the number's
+  // time; the page shows the other way round, the numbering delay, which
+  // is positive when the worker numbers what was produced before.
+  const delays = s.lag_avg_ms.map((v) => -v);
+  const delay = -(s.lag_avg_ms[s.lag_avg_ms.length - 1] || s.last_lag_ms || 0);
+  $("lag").textContent = lagText(delay);
+  sparkline($("lag-spark"), delays);
+  $("lag-sub").textContent = delay < 0
+    ? "below 0: numbers reserved ahead of their records (or passed through, or a producer clock ahead)"
+    : "the number's time minus the record's timestamp";
   $("consumer-lag").textContent = fmt.format(s.consumer_lag);
 
   fillKinds(s);
