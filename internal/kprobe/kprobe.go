@@ -159,6 +159,10 @@ func probe(ctx context.Context, addr string, tlsCfg *tls.Config, req []byte) fin
 		out.Kind, out.What = NotKafka, "answered but is not Kafka ("+looksLike(buf)+")"
 	case isTimeout(err):
 		out.Kind, out.What = Unreachable, "accepted the connection but answered nothing"
+	case remoteAlert(err) != "":
+		// With TLS 1.3 a broker that requires a client certificate says
+		// so after the handshake, on the first read.
+		out.Kind, out.What = NotKafka, "refused the TLS session ("+remoteAlert(err)+"): it wants a client certificate signed by a CA it trusts (--kafka-tls-cert, --kafka-tls-key)"
 	default:
 		out.Kind, out.What = Unreachable, "closed the connection without answering"
 	}
@@ -172,6 +176,16 @@ func handshake(ctx context.Context, conn net.Conn, addr string, tlsCfg *tls.Conf
 	}
 	tc := tls.Client(conn, cfg)
 	return tc, tc.HandshakeContext(ctx)
+}
+
+// remoteAlert is the TLS alert the server sent ("tls: certificate
+// required"), "" if err is not one.
+func remoteAlert(err error) string {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "remote error" && oe.Err != nil {
+		return oe.Err.Error()
+	}
+	return ""
 }
 
 // tlsFailure says why a TLS handshake failed.

@@ -109,6 +109,7 @@ func TestProbe(t *testing.T) {
 func TestProbeRealKafka(t *testing.T) {
 	plain := testenv.RealKafka(t)
 	secured := testenv.RealKafka(t, testenv.KafkaSecured(testenv.ClientAuthNone))
+	mtls := testenv.RealKafka(t, testenv.KafkaSecured(testenv.ClientAuthRequired))
 	pem, err := os.ReadFile(secured.Secure().CA)
 	if err != nil {
 		t.Fatal(err)
@@ -129,6 +130,7 @@ func TestProbeRealKafka(t *testing.T) {
 		{"plaintext with tls", plain.Addrs[0], trusting, TLSMismatch, "answers Kafka without TLS; drop --kafka-tls"},
 		{"sasl_ssl", secured.Addrs[0], trusting, Kafka, "is Kafka"},
 		{"sasl_ssl without tls", secured.Addrs[0], nil, TLSMismatch, "looks like TLS; set --kafka-tls"},
+		{"client certificate required, none given", mtls.Addrs[0], &tls.Config{RootCAs: mtlsPool(t, mtls)}, NotKafka, "refused the TLS session (tls: "},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -138,4 +140,18 @@ func TestProbeRealKafka(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mtlsPool trusts the CA of the secured broker k.
+func mtlsPool(t *testing.T, k *testenv.KafkaCluster) *x509.CertPool {
+	t.Helper()
+	pem, err := os.ReadFile(k.Secure().CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatal("no CA certificate in " + k.Secure().CA)
+	}
+	return pool
 }
