@@ -127,11 +127,18 @@ func Serve(ctx context.Context, addr string, reg *prometheus.Registry, ready fun
 	if err != nil {
 		return nil, err
 	}
+	return ServeHandler(ctx, addr, mux, func(l net.Listener, srv *http.Server) error { return srv.Serve(l) }, log)
+}
+
+// ServeHandler serves h on addr until ctx ends, through serve (srv.Serve,
+// or a wrapper that adds TLS and authentication), and returns the address
+// bound; a server that stops with an error is logged.
+func ServeHandler(ctx context.Context, addr string, h http.Handler, serve func(net.Listener, *http.Server) error, log *slog.Logger) (net.Addr, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -139,8 +146,8 @@ func Serve(ctx context.Context, addr string, reg *prometheus.Registry, ready fun
 		_ = srv.Shutdown(sctx)
 	}()
 	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("http server stopped", "err", err)
+		if err := serve(l, srv); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server stopped", "addr", l.Addr().String(), "err", err)
 		}
 	}()
 	return l.Addr(), nil

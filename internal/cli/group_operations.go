@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -151,25 +150,10 @@ func (o *opsConfig) serve(ctx context.Context, reg *prometheus.Registry, ready f
 // serveHTTP serves h on addr until ctx ends, with the TLS and basic auth of
 // --web-config-file when it is given, and returns the address bound.
 func (o *opsConfig) serveHTTP(ctx context.Context, addr string, h http.Handler, log *slog.Logger) (net.Addr, error) {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	go func() {
+	return pipeline.ServeHandler(ctx, addr, h, func(l net.Listener, srv *http.Server) error {
 		// exporter-toolkit logs what it serves (TLS or not) at info.
-		err := web.Serve(l, srv, &web.FlagConfig{WebConfigFile: &o.webConfig}, log.With("listener", l.Addr().String()))
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("http server stopped", "addr", l.Addr().String(), "err", err)
-		}
-	}()
-	return l.Addr(), nil
+		return web.Serve(l, srv, &web.FlagConfig{WebConfigFile: &o.webConfig}, log.With("listener", l.Addr().String()))
+	}, log)
 }
 
 func jsonFlag(dst *bool, usage string) cli.Flag { return boolFlag(flagJSON, dst, usage) }
