@@ -276,7 +276,7 @@ func TestDashboardPanels(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"Numbers per second by server and worker", "Anomalies by kind", "Record lag",
+	for _, want := range []string{"Numbers per second by server and worker", "Anomalies by kind", "Numbering delay",
 		"Consumer lag", "Transactions committed and aborted", "Dead letters by class", "Sequencer latency",
 		"Capacity used per (server, worker)", "Readiness"} {
 		if !titles[want] {
