@@ -340,6 +340,20 @@ func (r Report) String() string {
 // Report accounts for every input record. Call it once both sides are
 // done; it only reads the ledger.
 func (l *Ledger) Report() Report {
+	rep := l.outReport()
+	for _, p := range l.sortedParts() {
+		for i := range p.out {
+			tallyOffset(p, int64(i), &rep)
+		}
+	}
+	l.duplicateNumbers(&rep)
+	rep.setExact()
+	return rep
+}
+
+// outReport is a Report of what the output side counted, before the
+// input records' fates are tallied.
+func (l *Ledger) outReport() Report {
 	o := &l.out
 	rep := Report{Counts: Counts{NotCheckable: l.in.notCheckable, Duplicated: o.duplicated,
 		Renumbered: o.renumbered, Unattributed: o.unattributed, InvalidNumbers: o.invalid, OutsideRange: o.outside}}
@@ -347,14 +361,14 @@ func (l *Ledger) Report() Report {
 	rep.Faults.Renumbered = o.ex.renumbered
 	rep.Faults.Unattributed = o.ex.unattributed
 	rep.Faults.InvalidNumbers = o.ex.invalid
-	for _, p := range l.sortedParts() {
-		l.tallyPart(p, &rep)
-	}
-	l.duplicateNumbers(&rep)
-	c := &rep.Counts
+	return rep
+}
+
+// setExact sets Exact from the fault counts.
+func (r *Report) setExact() {
+	c := &r.Counts
 	c.Exact = c.Lost == 0 && c.Duplicated == 0 && c.Renumbered == 0 && c.DuplicateNumbers == 0 &&
 		c.Unattributed == 0 && c.InvalidNumbers == 0
-	return rep
 }
 
 func (l *Ledger) sortedParts() []*part {
@@ -372,39 +386,38 @@ func (l *Ledger) sortedParts() []*part {
 	return ps
 }
 
-// tallyPart counts one partition's fates: every input record is numbered,
-// passed through, dead-lettered or lost; a copy of an offset that is no
-// input record (a marker, or an offset never read) is unattributed.
-func (l *Ledger) tallyPart(p *part, rep *Report) {
+// tallyOffset counts the fate of p's offset i: an input record is
+// numbered, passed through, dead-lettered, pending or lost; a copy of an
+// offset that is no input record (a marker, or an offset never read) is
+// unattributed.
+func tallyOffset(p *part, i int64, rep *Report) {
 	c := &rep.Counts
-	for i, st := range p.out {
-		i := int64(i)
-		at := Coord{p.r.Topic, p.r.Partition, p.r.From + i}
-		if !bit(p.rec, i) {
-			if st != 0 {
-				what := "an offset that is no input record"
-				if bit(p.marker, i) {
-					what = "a transaction marker"
-				}
-				c.Unattributed++
-				rep.Faults.Unattributed = addFault(rep.Faults.Unattributed, Fault{Source: at.String(), Reason: "source names " + what})
+	st := p.out[i]
+	at := Coord{p.r.Topic, p.r.Partition, p.r.From + i}
+	if !bit(p.rec, i) {
+		if st != 0 {
+			what := "an offset that is no input record"
+			if bit(p.marker, i) {
+				what = "a transaction marker"
 			}
-			continue
+			c.Unattributed++
+			rep.Faults.Unattributed = addFault(rep.Faults.Unattributed, Fault{Source: at.String(), Reason: "source names " + what})
 		}
-		c.Input++
-		switch {
-		case st&outSeen != 0 && bit(p.hasNum, i):
-			c.Passthrough++
-		case st&outSeen != 0:
-			c.Numbered++
-		case st&dlqSeen != 0:
-			c.DeadLettered++
-		case at.Offset >= p.pendingFrom:
-			c.Pending++
-		default:
-			c.Lost++
-			rep.Faults.Lost = addFault(rep.Faults.Lost, Fault{Source: at.String()})
-		}
+		return
+	}
+	c.Input++
+	switch {
+	case st&outSeen != 0 && bit(p.hasNum, i):
+		c.Passthrough++
+	case st&outSeen != 0:
+		c.Numbered++
+	case st&dlqSeen != 0:
+		c.DeadLettered++
+	case at.Offset >= p.pendingFrom:
+		c.Pending++
+	default:
+		c.Lost++
+		rep.Faults.Lost = addFault(rep.Faults.Lost, Fault{Source: at.String()})
 	}
 }
 

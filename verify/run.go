@@ -445,55 +445,91 @@ func (r *reader) input(ctx context.Context, rec *kgo.Record) error {
 	return nil
 }
 
-// output feeds one output or DLQ record to the ledger. The record is
-// parsed outside the lock; only the ledger call holds it (apply, for the
-// rarer kinds of record).
+// output feeds one output or DLQ record to the ledger; only the ledger
+// call holds the output side's lock.
 func (r *reader) output(ctx context.Context, rec *kgo.Record) error {
+	return feedCopy(ctx, lockedOut{&r.outMu, r.l}, rec, rec.Topic == r.cfg.DLQ, r.cfg.Format)
+}
+
+// copySink is the output side of a Ledger or a Window.
+type copySink interface {
+	Output(src, at Coord, n int64)
+	DeadLetter(src, at Coord)
+	Unattributed(at Coord, reason string)
+	Invalid(src, at Coord, reason string)
+}
+
+// lockedOut is a Ledger's output side under mu.
+type lockedOut struct {
+	mu *sync.Mutex
+	l  *Ledger
+}
+
+func (o lockedOut) Output(src, at Coord, n int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.l.Output(src, at, n)
+}
+
+func (o lockedOut) DeadLetter(src, at Coord) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.l.DeadLetter(src, at)
+}
+
+func (o lockedOut) Unattributed(at Coord, reason string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.l.Unattributed(at, reason)
+}
+
+func (o lockedOut) Invalid(src, at Coord, reason string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.l.Invalid(src, at, reason)
+}
+
+// feedCopy parses rec, a record of the output topic (or, with dead, of
+// the DLQ), and feeds it to s: by its source header, and for an output
+// its number, from the number header or else from the value as f reads
+// it. A control record is skipped. The parsing runs outside s.
+func feedCopy(ctx context.Context, s copySink, rec *kgo.Record, dead bool, f codec.Format) error {
 	if rec.Attrs.IsControl() {
 		return nil
 	}
 	at := Coord{rec.Topic, rec.Partition, rec.Offset}
-	apply := func(f func(*Ledger)) error {
-		r.outMu.Lock()
-		f(r.l)
-		r.outMu.Unlock()
-		return nil
-	}
 	raw, ok := header(rec, codec.HeaderSource)
 	if !ok {
-		return apply(func(l *Ledger) { l.Unattributed(at, "no "+codec.HeaderSource+" header") })
+		s.Unattributed(at, "no "+codec.HeaderSource+" header")
+		return nil
 	}
 	t, p, o, err := codec.ParseSource(string(raw))
 	if err != nil {
-		reason := fmt.Sprintf("%s header %s is malformed", codec.HeaderSource, strconv.Quote(string(raw)))
-		return apply(func(l *Ledger) { l.Unattributed(at, reason) })
+		s.Unattributed(at, fmt.Sprintf("%s header %s is malformed", codec.HeaderSource, strconv.Quote(string(raw))))
+		return nil
 	}
 	src := Coord{t, p, o}
-	if rec.Topic == r.cfg.DLQ {
-		return apply(func(l *Ledger) { l.DeadLetter(src, at) })
+	if dead {
+		s.DeadLetter(src, at)
+		return nil
 	}
 	var n int64
 	if h, ok := header(rec, codec.HeaderNumber); ok {
 		if n, err = codec.ParseNumber(h); err != nil {
-			reason := fmt.Sprintf("%s header %s: %v", codec.HeaderNumber, strconv.Quote(string(h)), err)
-			return apply(func(l *Ledger) { l.Invalid(src, at, reason) })
+			s.Invalid(src, at, fmt.Sprintf("%s header %s: %v", codec.HeaderNumber, strconv.Quote(string(h)), err))
+			return nil
 		}
 	} else {
-		n, ok, err = r.cfg.Format.Number(ctx, rec.Value)
+		n, ok, err = f.Number(ctx, rec.Value)
 		if err != nil {
 			return fmt.Errorf("verify: read output %s: %w", at, err)
 		}
 		if !ok {
-			return apply(func(l *Ledger) {
-				l.Invalid(src, at, "no "+codec.HeaderNumber+" header and no valid number in the value")
-			})
+			s.Invalid(src, at, "no "+codec.HeaderNumber+" header and no valid number in the value")
+			return nil
 		}
 	}
-	// The common case takes the lock without a closure: it runs for every
-	// output record.
-	r.outMu.Lock()
-	r.l.Output(src, at, n)
-	r.outMu.Unlock()
+	s.Output(src, at, n)
 	return nil
 }
 

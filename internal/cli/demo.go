@@ -14,7 +14,6 @@ import (
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/demo"
-	"github.com/flakestream/flakestream/test/accounting"
 	"github.com/urfave/cli/v2"
 )
 
@@ -111,15 +110,15 @@ func printSummary(w io.Writer, s *demo.Summary) {
 	fmt.Fprintf(w, "  in           %7d\n  numbered     %7d\n  passthrough  %7d  (already carried a valid number)\n  dead-lettered%7d  %v\n",
 		j.In, j.Numbered, j.Passthrough, j.DLQ, s.DeadLetters)
 	fmt.Fprintf(w, "  unique numbers %5d, duplicates %d, lost %d: ", j.UniqueNumbers, j.Duplicates, j.Lost)
-	if s.Report.OK() {
-		fmt.Fprintln(w, "exactly once, byte for byte, per-partition order kept")
+	if s.Exact() {
+		fmt.Fprintln(w, "exactly once, every number unique")
 	} else {
-		fmt.Fprintf(w, "NOT exactly once: %s\n", s.Report)
+		fmt.Fprintf(w, "NOT exactly once: %s\n", s.Accounting())
 	}
 	fmt.Fprintf(w, "\nsome numbered orders, decoded (layout %s):\n", s.Layout)
 	for _, r := range s.Samples {
-		num, _ := accounting.Header(r, codec.HeaderNumber)
-		id, _ := idgen.ParseID(num)
+		num, _ := codec.LastHeader(r.Headers, codec.HeaderNumber)
+		id, _ := idgen.ParseID(string(num))
 		p, _ := s.Layout.Decompose(id)
 		fmt.Fprintf(w, "  %s\n    -> %s\n", trim(r.Value, 110), decoded(p).AppendJSON(nil))
 	}
@@ -149,8 +148,8 @@ func (cfg *demoConfig) finish(w io.Writer, what string, s *demo.Summary, text fu
 // demoResult is the exit of a demo: an error when it was not exactly
 // once or its audit flagged anything in clean data.
 func demoResult(what string, s *demo.Summary) error {
-	if !s.Report.OK() {
-		return fmt.Errorf("%s: the output is not exactly once: %s", what, s.Report)
+	if !s.Exact() {
+		return fmt.Errorf("%s: the output is not exactly once: %s", what, s.Accounting())
 	}
 	if s.Flagged() > 0 {
 		return fmt.Errorf("%s: the audit flagged anomalies in clean data: %v", what, s.Anomalies)

@@ -109,8 +109,8 @@ func (cfg *demoConfig) runServe(c *cli.Context) error {
 // printHeld prints what the accounting of `demo --serve` held and what
 // the embedded Kafka deleted.
 func printHeld(w io.Writer, s *demo.Summary) {
-	fmt.Fprintf(w, "\nmemory: the accounting held at most %d orders in flight, %d out of order and %d numbers (its %s uniqueness window);\n",
-		s.Held.Pending+s.Held.Early, s.Held.OutOfOrder, s.Held.Numbers, s.Window)
+	fmt.Fprintf(w, "\nmemory: the accounting held at most %d offsets in flight and %d numbers (its %s uniqueness window);\n",
+		s.Held.InFlight, s.Held.Numbers, s.Window)
 	fmt.Fprintf(w, "  the embedded Kafka deleted %d records once every reader had read them", s.Deleted)
 	if s.TrimFailures > 0 {
 		fmt.Fprintf(w, " (%d deletions failed, the last: %v)", s.TrimFailures, s.LastTrimErr)

@@ -42,7 +42,7 @@ func TestValueFormatUserErrors(t *testing.T) {
 }
 
 // The demo with Avro and Protobuf on the in-process registry: every order
-// accounted for exactly once, byte for byte against the Format, and every
+// accounted for exactly once, as verify counts with the Format, and every
 // registry dead-letter class present.
 func TestDemoValueFormats(t *testing.T) {
 	for _, vf := range []string{"avro", "protobuf"} {

@@ -9,8 +9,9 @@ import (
 	"github.com/flakestream/flakestream/audit"
 	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/test/accounting"
+	"github.com/flakestream/flakestream/internal/kread"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // auditor is the audit consumer of the demo: in-process, on the numbered
@@ -58,7 +59,7 @@ func (d *auditor) finish(ctx context.Context, brokers []string, want int) error 
 		return err
 	}
 	d.sum.anomalies = d.a.Stats().Anomalies
-	recs, err := accounting.ReadCommitted(ctx, brokers, auditTopic)
+	recs, err := kread.ReadCommitted(ctx, []kgo.Opt{kgo.SeedBrokers(brokers...)}, auditTopic)
 	if err != nil {
 		return err
 	}

@@ -10,9 +10,10 @@ import (
 	"github.com/flakestream/flakestream/codec/schema"
 	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/idgen"
+	"github.com/flakestream/flakestream/internal/kread"
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/test/accounting"
+	"github.com/flakestream/flakestream/verify"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -30,7 +31,8 @@ const (
 )
 
 // Run is the one-shot demo: it numbers n orders over parts partitions on
-// the embedded stack, audits the output, and accounts for every order.
+// the embedded stack, audits the output, and accounts for every order as
+// `flakestream verify` does (verify.Run on the demo's topics).
 // format, if set, is the value format (nil: JSON through the stack's
 // codec). Run fails only when the demo could not run; a run that was not
 // exactly once is in the Summary's Report.
@@ -52,8 +54,7 @@ func Run(ctx context.Context, n int, parts int32, log *slog.Logger, format Forma
 	if err != nil {
 		return nil, err
 	}
-	inputs, err := produceOrders(ctx, brokers, parts, n, gen.Layout(), events)
-	if err != nil {
+	if err := produceOrders(ctx, brokers, parts, n, gen.Layout(), events); err != nil {
 		return nil, err
 	}
 
@@ -68,28 +69,33 @@ func Run(ctx context.Context, n int, parts int32, log *slog.Logger, format Forma
 		return nil, err
 	}
 
-	out, err := accounting.ReadCommitted(ctx, brokers, outputTopic)
+	res, err := verify.Run(ctx, verify.Config{Brokers: brokers, Inputs: []string{inputTopic}, Output: outputTopic,
+		DLQ: dlqTopic, Format: vf})
 	if err != nil {
 		return nil, err
 	}
-	dl, err := accounting.ReadCommitted(ctx, brokers, dlqTopic)
+	opts := []kgo.Opt{kgo.SeedBrokers(brokers...)}
+	out, err := kread.ReadCommitted(ctx, opts, outputTopic)
 	if err != nil {
 		return nil, err
 	}
-	rep := accounting.CheckFormat(ctx, vf, inputs, out, dl)
+	dl, err := kread.ReadCommitted(ctx, opts, dlqTopic)
+	if err != nil {
+		return nil, err
+	}
 	if err := aud.finish(ctx, brokers, len(out)); err != nil {
 		return nil, err
 	}
 	dlq := map[string]int{}
 	for _, d := range dl {
-		class, _ := accounting.Header(d, codec.HeaderErrorClass)
-		dlq[class]++
+		class, _ := codec.LastHeader(d.Headers, codec.HeaderErrorClass)
+		dlq[string(class)]++
 	}
 	var samples []*kgo.Record
 	for i := 0; i < len(out) && len(samples) < 3; i += len(out)/3 + 1 {
 		samples = append(samples, out[i])
 	}
-	return newSummary(rep, len(out), n, took, gen.Layout(), dlq, samples, aud.summary()), nil
+	return newSummary(res.Report, n, took, gen.Layout(), dlq, samples, aud.summary()), nil
 }
 
 // Events registers the demo order schema of the Format's value format
@@ -140,10 +146,9 @@ func runWorker(ctx context.Context, n int, s eos.Config, opts []pipeline.Opt) (t
 	return took, nil
 }
 
-// produceOrders writes the demo's n orders to the input topic and returns
-// them. events, if set, makes the orders (Avro or Protobuf, see records)
+// produceOrders writes the demo's n orders to the input topic. events, if set, makes the orders (Avro or Protobuf, see records)
 // instead of the JSON mix.
-func produceOrders(ctx context.Context, brokers []string, parts int32, n int, l idgen.Layout, events func(int) []byte) ([]*kgo.Record, error) {
+func produceOrders(ctx context.Context, brokers []string, parts int32, n int, l idgen.Layout, events func(int) []byte) error {
 	// The orders: one in a thousand malformed (every dead-letter class in
 	// turn), two in a thousand already numbered.
 	// The numbered ones carry numbers an earlier run (server 2) issued a
@@ -151,7 +156,7 @@ func produceOrders(ctx context.Context, brokers []string, parts int32, n int, l 
 	// clean data, which the audit finds clean.
 	earlier, err := l.Compose(time.Now().Add(-time.Minute).UnixMilli(), 2, 1, 0)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	mix := orders.Mix{BadPerMille: 1, NumberedPerMille: 2}
 	var inputs []*kgo.Record
@@ -162,15 +167,15 @@ func produceOrders(ctx context.Context, brokers []string, parts int32, n int, l 
 	}
 	prod, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer prod.Close()
 	for i := 0; i < len(inputs); i += 10000 {
 		if err := prod.ProduceSync(ctx, inputs[i:min(i+10000, len(inputs))]...).FirstErr(); err != nil {
-			return nil, fmt.Errorf("produce orders: %w", err)
+			return fmt.Errorf("produce orders: %w", err)
 		}
 	}
-	return inputs, nil
+	return nil
 }
 
 // workerGroup is the group of the demo's worker.

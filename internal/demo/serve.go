@@ -8,9 +8,10 @@ import (
 	"net"
 	"time"
 
+	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/pipeline"
-	"github.com/flakestream/flakestream/test/accounting"
+	"github.com/flakestream/flakestream/verify"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -72,7 +73,7 @@ func Serve(ctx context.Context, cfg ServeConfig, out io.Writer) (*Summary, error
 	dctx, cancel := context.WithTimeout(base, cfg.Timeout)
 	defer cancel()
 	sum, err := drainServe(dctx, serveParts{w: st.w, wdone: run.wdone, stopWorker: run.stopWorker, aud: run.aud, fol: st.fol, fdone: run.fdone,
-		prod: st.prod, pdone: run.pdone, stopProducer: run.stopProducer, stream: st.stream, layout: st.layout, start: start})
+		prod: st.prod, pdone: run.pdone, stopProducer: run.stopProducer, window: st.window, layout: st.layout, start: start})
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +90,7 @@ type serveStack struct {
 	wreg    *prometheus.Registry
 	w       *pipeline.Worker
 	layout  idgen.Layout
-	stream  *accounting.Stream
+	window  *verify.Window
 	fol     *serveFollower
 	prod    *serveProducer
 	// closers are run last to first by close.
@@ -126,12 +127,17 @@ func newServeStack(cfg ServeConfig) (_ *serveStack, err error) {
 	pipeline.RegisterGenerator(st.wreg, gen)
 	st.layout = gen.Layout()
 
-	st.stream = accounting.NewStream(cd, st.layout, accounting.DefaultNumberWindow)
-	if st.fol, err = newServeFollower(st.brokers, st.stream, outputTopic, dlqTopic, auditTopic); err != nil {
+	layout := st.layout
+	st.window = verify.NewWindow(inputTopic, st.parts, verify.DefaultNumberWindow, func(n int64) int64 {
+		p, _ := layout.Decompose(n)
+		return p.UnixMs
+	})
+	format := codec.JSONFormat{C: cd}
+	if st.fol, err = newServeFollower(st.brokers, st.window, format, outputTopic, dlqTopic, auditTopic); err != nil {
 		return nil, err
 	}
 	st.closers = append(st.closers, st.fol.cl.Close)
-	if st.prod, err = newServeProducer(st.brokers, inputTopic, st.parts, cfg.Rate, st.stream); err != nil {
+	if st.prod, err = newServeProducer(st.brokers, inputTopic, st.parts, cfg.Rate, st.window, format); err != nil {
 		return nil, err
 	}
 	st.closers = append(st.closers, st.prod.cl.Close)
@@ -242,9 +248,9 @@ func serveUntilStopped(ctx, base context.Context, cfg ServeConfig, out io.Writer
 			}
 		case <-status.C:
 			ws, as := st.w.Stats(), r.aud.a.Stats()
-			now, _ := st.stream.Held()
+			now, _ := st.window.Held()
 			fmt.Fprintf(out, "  %8s  in %d, numbered %d, passthrough %d, dead-lettered %d, audited %d; in flight %d\n",
-				time.Since(start).Round(time.Second), st.prod.produced.Load(), ws.Numbered, ws.Passthrough, ws.DLQ, as.Audited, now.Pending+now.Early)
+				time.Since(start).Round(time.Second), st.prod.produced.Load(), ws.Numbered, ws.Passthrough, ws.DLQ, as.Audited, now.InFlight)
 		}
 	}
 }
@@ -260,7 +266,7 @@ type serveParts struct {
 	prod         *serveProducer
 	pdone        chan error
 	stopProducer context.CancelFunc
-	stream       *accounting.Stream
+	window       *verify.Window
 	layout       idgen.Layout
 	start        time.Time
 }
@@ -305,11 +311,15 @@ func drainServe(ctx context.Context, p serveParts) (*Summary, error) {
 		return nil, fmt.Errorf("%d audit records for %d numbered records: not exactly once", audited, want)
 	}
 
-	rep := p.stream.Report()
-	_, most := p.stream.Held()
+	if err := p.fol.failed(); err != nil {
+		return nil, err
+	}
+	_, most := p.window.Held()
+	rep := p.window.Report()
 	a := auditSummary{topic: auditTopic, audited: int(audited), anomalies: p.aud.a.Stats().Anomalies, samples: p.fol.auditSamples()}
-	sum := newSummary(rep, int(want), int(n), took, p.layout, p.fol.deadLetters(), p.fol.outputSamples(), a)
-	sum.Held, sum.Window = most, accounting.DefaultNumberWindow
+	sum := newSummary(rep.Report, int(n), took, p.layout, p.fol.deadLetters(), p.fol.outputSamples(), a)
+	sum.UncheckedNumbers = rep.UncheckedNumbers
+	sum.Held, sum.Window = most, verify.DefaultNumberWindow
 	return sum, nil
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/internal/orders"
-	"github.com/flakestream/flakestream/test/accounting"
+	"github.com/flakestream/flakestream/verify"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -25,7 +25,8 @@ type serveProducer struct {
 	parts    int32
 	rate     int
 	upstream *idgen.Generator // server 2: the numbers of orders numbered upstream
-	stream   *accounting.Stream
+	window   *verify.Window
+	format   codec.Format // how the worker reads the orders
 	produced atomic.Int64
 }
 
@@ -33,7 +34,7 @@ type serveProducer struct {
 // another issuer (server 2), and passes through unchanged.
 const passthroughEvery = 100
 
-func newServeProducer(brokers []string, topic string, parts int32, rate int, stream *accounting.Stream) (*serveProducer, error) {
+func newServeProducer(brokers []string, topic string, parts int32, rate int, window *verify.Window, format codec.Format) (*serveProducer, error) {
 	up, err := idgen.New(idgen.Settings{ServerID: 2, WorkerID: 1, Sequencer: idgen.NewMemorySequencer(nil)})
 	if err != nil {
 		return nil, err
@@ -42,7 +43,7 @@ func newServeProducer(brokers []string, topic string, parts int32, rate int, str
 	if err != nil {
 		return nil, err
 	}
-	return &serveProducer{cl: cl, topic: topic, parts: parts, rate: rate, upstream: up, stream: stream}, nil
+	return &serveProducer{cl: cl, topic: topic, parts: parts, rate: rate, upstream: up, window: window, format: format}, nil
 }
 
 // run produces rate orders a second, in a batch every 10 ms, until ctx
@@ -92,7 +93,11 @@ func (p *serveProducer) run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("produce orders: %w", err)
 		}
-		p.stream.Input(batch...)
+		for _, r := range batch {
+			if err := p.window.InputRecord(bctx, r, p.format); err != nil {
+				return err
+			}
+		}
 		p.produced.Add(int64(n))
 	}
 }
@@ -123,27 +128,29 @@ func (p *serveProducer) order(ctx context.Context, i int, mix orders.Mix, now ti
 // partition.
 type serveFollower struct {
 	cl                 *kgo.Client
-	stream             *accounting.Stream
+	window             *verify.Window
+	format             codec.Format
 	output, dlq, audit string
 	outputs, audited   atomic.Int64
 
 	mu      sync.Mutex
+	err     error                      // the first record the accounting could not read
 	pos     map[string]map[int32]int64 // next offset to read
 	byClass map[string]int
 	outSamp []*kgo.Record
 	audSamp []string
 }
 
-func newServeFollower(brokers []string, stream *accounting.Stream, output, dlq, audit string) (*serveFollower, error) {
+func newServeFollower(brokers []string, window *verify.Window, format codec.Format, output, dlq, audit string) (*serveFollower, error) {
 	// Control records are kept so that the position passes the markers
-	// that end a partition (see accounting.ReadCommitted).
+	// that end a partition (see kread.ReadCommitted).
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(output, dlq, audit),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.KeepControlRecords())
 	if err != nil {
 		return nil, err
 	}
-	return &serveFollower{cl: cl, stream: stream, output: output, dlq: dlq, audit: audit,
+	return &serveFollower{cl: cl, window: window, format: format, output: output, dlq: dlq, audit: audit,
 		pos: map[string]map[int32]int64{}, byClass: map[string]int{}}, nil
 }
 
@@ -158,7 +165,17 @@ func (f *serveFollower) run(ctx context.Context) error {
 			return fmt.Errorf("read: %w", err)
 		}
 		fs.EachRecord(f.take)
+		if err := f.failed(); err != nil {
+			return err
+		}
 	}
+}
+
+// failed is the first record the accounting could not read, if any.
+func (f *serveFollower) failed() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
 }
 
 func (f *serveFollower) take(r *kgo.Record) {
@@ -173,20 +190,28 @@ func (f *serveFollower) take(r *kgo.Record) {
 	}
 	switch r.Topic {
 	case f.output:
-		f.stream.Output(r)
+		f.copy(r, false)
 		f.outputs.Add(1)
 		if len(f.outSamp) < 3 && (len(f.outSamp) == 0 || f.outSamp[len(f.outSamp)-1].Partition != r.Partition) {
 			f.outSamp = append(f.outSamp, r)
 		}
 	case f.dlq:
-		f.stream.DeadLetter(r)
-		class, _ := accounting.Header(r, codec.HeaderErrorClass)
-		f.byClass[class]++
+		f.copy(r, true)
+		class, _ := codec.LastHeader(r.Headers, codec.HeaderErrorClass)
+		f.byClass[string(class)]++
 	case f.audit:
 		f.audited.Add(1)
 		if len(f.audSamp) < 3 {
 			f.audSamp = append(f.audSamp, string(r.Value))
 		}
+	}
+}
+
+// copy feeds an output record or a dead letter to the accounting; f.mu
+// is held.
+func (f *serveFollower) copy(r *kgo.Record, dead bool) {
+	if err := f.window.Copy(context.Background(), r, dead, f.format); err != nil && f.err == nil {
+		f.err = err
 	}
 }
 

@@ -1,10 +1,11 @@
 package demo
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/flakestream/flakestream/idgen"
-	"github.com/flakestream/flakestream/test/accounting"
+	"github.com/flakestream/flakestream/verify"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -28,8 +29,11 @@ type Counts struct {
 type Summary struct {
 	Counts
 	// Report is the accounting of every order against the output and the
-	// dead letters.
-	Report accounting.Report
+	// dead letters: verify's, as `flakestream verify` counts.
+	Report verify.Report
+	// UncheckedNumbers (Serve only) counts numbers too old for the
+	// accounting's uniqueness window to check; any makes the run not exact.
+	UncheckedNumbers int64
 	// Took is how long the worker took to number the orders (Run), or how
 	// long the order stream ran (Serve).
 	Took time.Duration
@@ -46,7 +50,7 @@ type Summary struct {
 
 	// Serve only: the most the accounting held at once, its uniqueness
 	// window, and what the trimmer deleted from the embedded Kafka.
-	Held         accounting.Held
+	Held         verify.WindowHeld
 	Window       time.Duration
 	Deleted      int64
 	TrimFailures int
@@ -61,18 +65,19 @@ type auditSummary struct {
 	samples   []string
 }
 
-// newSummary is the summary of a demo from its accounting (rep), the
-// number of output records read back, the n orders it numbered in took,
-// and its audit.
-func newSummary(rep accounting.Report, outputs, n int, took time.Duration, l idgen.Layout, dlq map[string]int, samples []*kgo.Record, a auditSummary) *Summary {
+// newSummary is the summary of a demo from its accounting (rep), the n
+// orders it numbered in took, and its audit.
+func newSummary(rep verify.Report, n int, took time.Duration, l idgen.Layout, dlq map[string]int, samples []*kgo.Record, a auditSummary) *Summary {
+	// Duplicates: copies beyond an order's first, and numbers given to
+	// more than one order; the unique numbers are the orders' numbers less
+	// the numbers given twice.
+	dups := rep.Duplicated + rep.DuplicateNumbers
 	return &Summary{
 		Counts: Counts{
-			In: rep.In, Numbered: rep.Numbered, Passthrough: rep.Passthrough, DLQ: rep.DLQ,
-			UniqueNumbers: rep.Unique,
-			// Every output record beyond one per distinct number: the one
-			// formula, whichever accounting (Check or Stream) counted.
-			Duplicates:    outputs - rep.Unique,
-			Lost:          rep.Lost,
+			In: int(rep.Input), Numbered: int(rep.Numbered), Passthrough: int(rep.Passthrough), DLQ: int(rep.DeadLettered),
+			UniqueNumbers: int(rep.Numbered + rep.Passthrough - rep.DuplicateNumbers),
+			Duplicates:    int(dups),
+			Lost:          int(rep.Lost),
 			RecordsPerSec: float64(n) / took.Seconds(),
 			Audited:       a.audited, Anomalies: a.anomalies,
 		},
@@ -81,9 +86,25 @@ func newSummary(rep accounting.Report, outputs, n int, took time.Duration, l idg
 	}
 }
 
+// Exact reports whether every order is in the output or the dead letters
+// exactly once, every number unique: the accounting's Exact, with no copy
+// naming a source outside the demo's input (which holds every order) and
+// no number left unchecked.
+func (s *Summary) Exact() bool {
+	return s.Report.Exact && s.Report.OutsideRange == 0 && s.UncheckedNumbers == 0
+}
+
+// Accounting is the accounting's counts, as one line.
+func (s *Summary) Accounting() string {
+	if s.UncheckedNumbers > 0 {
+		return fmt.Sprintf("%s unchecked_numbers=%d", s.Report, s.UncheckedNumbers)
+	}
+	return s.Report.String()
+}
+
 // OK reports whether the demo was exactly once and its audit flagged
 // nothing.
-func (s *Summary) OK() bool { return s.Report.OK() && s.Flagged() == 0 }
+func (s *Summary) OK() bool { return s.Exact() && s.Flagged() == 0 }
 
 // Flagged is the number of anomalies the audit found.
 func (s *Summary) Flagged() (n int64) {

@@ -4,8 +4,8 @@
 // lost, duplicated, renumbered and duplicate numbers with, so the tests and
 // `flakestream verify` mean one thing by each), it checks what only a test
 // that wrote the inputs can: every output byte for byte as the worker
-// promises, and each input partition's order kept. Tests, the fault suite
-// and the demo all count with it.
+// promises, and each input partition's order kept. The tests and the fault
+// suite count with it.
 package accounting
 
 import (
@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/internal/kread"
 	pverify "github.com/flakestream/flakestream/verify"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -38,24 +38,18 @@ type Report struct {
 	Mismatched      int // output bytes, key, headers or timestamp not as promised
 	OrderViolations int // an input partition's records out of order, or numbers not increasing
 	Unattributed    int // output records without a valid source header
-	// Unchecked counts numbers a Stream could not check for uniqueness
-	// (older than its window); Check checks every number.
-	Unchecked int
-	Problems  []string
+	Problems        []string
 }
 
 // OK reports whether the run was exactly once and as promised.
 func (r Report) OK() bool {
 	return r.Lost == 0 && r.Duplicated == 0 && r.Renumbered == 0 && r.Reissued == 0 && r.Mismatched == 0 &&
-		r.OrderViolations == 0 && r.Unattributed == 0 && r.Unchecked == 0 && r.In == r.Numbered+r.Passthrough+r.DLQ
+		r.OrderViolations == 0 && r.Unattributed == 0 && r.In == r.Numbered+r.Passthrough+r.DLQ
 }
 
 func (r Report) String() string {
 	s := fmt.Sprintf("in=%d numbered=%d passthrough=%d dlq=%d lost=%d duplicated=%d renumbered=%d unique_numbers=%d reissued=%d mismatched=%d order_violations=%d unattributed=%d",
 		r.In, r.Numbered, r.Passthrough, r.DLQ, r.Lost, r.Duplicated, r.Renumbered, r.Unique, r.Reissued, r.Mismatched, r.OrderViolations, r.Unattributed)
-	if r.Unchecked > 0 {
-		s += fmt.Sprintf(" unchecked=%d", r.Unchecked)
-	}
 	if len(r.Problems) > 0 {
 		s += "\n  " + strings.Join(r.Problems, "\n  ")
 	}
@@ -268,20 +262,12 @@ func (k *checker) checkOrder() {
 	}
 }
 
-// numberer is what outputRecord needs of the worker's value format:
-// codec.Format, or a Stream's Numberer through plainNumberer.
-type numberer interface {
-	Inspect(ctx context.Context, value []byte) (codec.Inspection, error)
-	AppendNumbered(ctx context.Context, dst, value []byte, insp codec.Inspection, id int64) ([]byte, error)
-}
-
 // outputRecord counts output record o, numbered id, of input in (named
 // srcKey) as numbered or passed through, and checks its bytes against what
-// f makes of the input and what the worker keeps of the record. Check and
-// Stream both account with it. renewed says whether o got a new number; ok
+// f makes of the input and what the worker keeps of the record. renewed says whether o got a new number; ok
 // is false if in should not have reached the output at all, or f failed
 // (a registry error, counted as a mismatch naming the record).
-func (r *Report) outputRecord(ctx context.Context, f numberer, srcKey string, in, o *kgo.Record, id int64) (renewed, ok bool) {
+func (r *Report) outputRecord(ctx context.Context, f codec.Format, srcKey string, in, o *kgo.Record, id int64) (renewed, ok bool) {
 	insp, err := f.Inspect(ctx, in.Value)
 	if err != nil {
 		r.problem(&r.Mismatched, "output for %s: inspect the input: %v", srcKey, err)
@@ -314,7 +300,6 @@ func (r *Report) outputRecord(ctx context.Context, f numberer, srcKey string, in
 
 // deadLetterRecord counts dead letter d of input in (named srcKey) and
 // checks that it carries the input's bytes unchanged and an error class.
-// Check and Stream both account with it.
 func (r *Report) deadLetterRecord(srcKey string, in, d *kgo.Record) {
 	r.DLQ++
 	if _, ok := Header(d, codec.HeaderReference); ok {
@@ -378,63 +363,15 @@ func sameRecord(rep *Report, srcKey string, in, out *kgo.Record) {
 
 // ReadCommitted reads every committed record of topics from the start, as a
 // read_committed consumer outside any group, up to the end offsets the
-// topics have when it starts (an open transaction holds it until it ends),
-// or until ctx ends.
+// topics have when it starts (see kread.ReadCommitted), or until ctx ends.
 func ReadCommitted(ctx context.Context, brokers []string, topics ...string) ([]*kgo.Record, error) {
-	return ReadCommittedWith(ctx, []kgo.Opt{kgo.SeedBrokers(brokers...)}, topics...)
+	return kread.ReadCommitted(ctx, []kgo.Opt{kgo.SeedBrokers(brokers...)}, topics...)
 }
 
 // ReadCommittedWith is ReadCommitted with the client's options (the seed
 // brokers, and TLS and SASL for a secured cluster).
 func ReadCommittedWith(ctx context.Context, opts []kgo.Opt, topics ...string) ([]*kgo.Record, error) {
-	// Control records (transaction markers) are kept so that the reader
-	// sees its position reach the end offset even when the last offsets of
-	// a partition are markers, which consumers never see as data.
-	cl, err := kgo.NewClient(append(opts[:len(opts):len(opts)], kgo.ConsumeTopics(topics...),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.KeepControlRecords())...)
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	offs, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics...)
-	if err != nil {
-		return nil, fmt.Errorf("end offsets of %v: %w", topics, err)
-	}
-	left := map[string]map[int32]int64{}
-	offs.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil && o.Offset > 0 {
-			if left[o.Topic] == nil {
-				left[o.Topic] = map[int32]int64{}
-			}
-			left[o.Topic][o.Partition] = o.Offset
-		}
-	})
-	var out []*kgo.Record
-	for !reached(left) {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return out, fmt.Errorf("read %v: %w (have %d records, partitions left %v)", topics, ctx.Err(), len(out), left)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if end, ok := left[r.Topic][r.Partition]; ok && r.Offset+1 >= end {
-				delete(left[r.Topic], r.Partition)
-			}
-			if !r.Attrs.IsControl() {
-				out = append(out, r)
-			}
-		})
-	}
-	return out, nil
-}
-
-func reached(ends map[string]map[int32]int64) bool {
-	for _, m := range ends {
-		if len(m) > 0 {
-			return false
-		}
-	}
-	return true
+	return kread.ReadCommitted(ctx, opts, topics...)
 }
 
 // WaitFor polls check every 100ms until it returns true or timeout passes.

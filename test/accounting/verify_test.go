@@ -51,7 +51,7 @@ type fault struct {
 	field  func(Report) int
 }
 
-// faults are the faults both Check and Stream must catch.
+// faults are the faults Check must catch.
 var faults = []fault{
 	{"lost", func(in, out, dlq []*kgo.Record) ([]*kgo.Record, []*kgo.Record) { return out[:1], dlq },
 		func(r Report) int { return r.Lost }},
