@@ -49,6 +49,17 @@ type Step interface {
 	Aborted()
 }
 
+// Rerouter is a Step that may know, once a batch aborted, that its next
+// attempt takes another way around what failed (the worker sends a record
+// a broker refused to its dead-letter topic): Rerouted, asked after
+// Aborted, reports it, and the loop then tries the batch again at once.
+// The backoff is for failures that pass with time; this one does not, and
+// waiting for it only delays every record of the batch. The step must
+// bound how often it reroutes one batch, since nothing else does.
+type Rerouter interface {
+	Rerouted() bool
+}
+
 // Assigner is a Step that wants to hear of newly assigned partitions.
 type Assigner interface {
 	Assigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32)

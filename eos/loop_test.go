@@ -343,6 +343,35 @@ func TestAbortedBatchRunsTheGuardAgain(t *testing.T) {
 	}
 }
 
+// rerouting fails its first batch and says its next attempt goes another
+// way (Rerouter), as the worker does after a broker refused a record.
+type rerouting struct {
+	*failOnce
+	asked atomic.Int32
+}
+
+func (r *rerouting) Rerouted() bool { r.asked.Add(1); return true }
+
+// A rerouted batch is tried again at once: with a backoff of an hour, the
+// retried batch commits only if the loop does not wait for it, and the
+// failure leaves the loop's readiness alone.
+func TestReroutedBatchIsRetriedAtOnce(t *testing.T) {
+	brokers := cluster(t, 1, "in", "out")
+	produceTxn(t, brokers, "in", 1, 3)
+	step := &rerouting{failOnce: &failOnce{copyStep: &copyStep{out: "out"}}}
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BackoffMin: time.Hour, BackoffMax: time.Hour}, step, Metrics{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, l, "the rerouted batch, retried without the hour's backoff", func() bool { return step.committed.Load() == 3 })
+	if _, aborted := l.Counts(); aborted != 1 || step.asked.Load() != 1 {
+		t.Fatalf("aborted %d, Rerouted asked %d times; want 1 and 1", aborted, step.asked.Load())
+	}
+	if err := l.lastErr.Load(); err != nil {
+		t.Errorf("a rerouted batch made the loop unready: %v", *err)
+	}
+}
+
 func TestFetchErrorUnwraps(t *testing.T) {
 	err := fmt.Errorf("%w: %w", ErrFatal, &FetchError{Topic: "t", Partition: 2, Err: kerr.TopicAuthorizationFailed})
 	var fe *FetchError

@@ -8,6 +8,10 @@ import (
 	"time"
 )
 
+// errRetryAtOnce marks a failed batch whose step reroutes it (Rerouter):
+// it is tried again without a backoff.
+var errRetryAtOnce = errors.New("eos: retried at once")
+
 // retry is the backoff of the loop, whose batches can fail for passing
 // reasons (Redis down, a produce error) or fatal ones.
 type retry struct {
@@ -34,6 +38,11 @@ func (r *retry) after(ctx context.Context, err error) (stop bool, ret error) {
 		return true, err
 	case ctx.Err() != nil:
 		return true, nil
+	case errors.Is(err, errRetryAtOnce):
+		// Nothing to wait for, and nothing wrong with the worker's
+		// readiness: the step routes the failed record another way.
+		r.log.Info(r.what+" at once, another way", "err", err)
+		return false, nil
 	}
 	r.last.Store(&err)
 	r.log.Warn(r.what, "err", err, "retry_in", r.cur)

@@ -82,7 +82,7 @@ func (l *Loop) transact(ctx context.Context, sess *kgo.GroupTransactSession, fet
 				l.cfg.Logger.Error("abort transaction", "err", aerr)
 			}
 			l.abort(true)
-			return false, err
+			return false, l.rerouted(err)
 		}
 	}
 	times.processEnd = time.Now()
@@ -114,7 +114,7 @@ func (l *Loop) transact(ctx context.Context, sess *kgo.GroupTransactSession, fet
 				// session can produce again.
 				return false, l.txnError("produce", perr)
 			}
-			return false, fmt.Errorf("%w: produce: %w", ErrCommitAborted, perr)
+			return false, l.rerouted(fmt.Errorf("%w: produce: %w", ErrCommitAborted, perr))
 		}
 		// A rebalance: the session aborted and rewound to the committed
 		// offsets; whoever owns the partitions now handles the records.
@@ -127,6 +127,16 @@ func (l *Loop) transact(ctx context.Context, sess *kgo.GroupTransactSession, fet
 		return true, nil
 	}
 	return true, l.step.Committed()
+}
+
+// rerouted marks err, the failure of a batch the step saw abort, to be
+// retried without a backoff when the step says its next attempt goes
+// another way (Rerouter).
+func (l *Loop) rerouted(err error) error {
+	if rr, ok := l.step.(Rerouter); ok && rr.Rerouted() && !errors.Is(err, ErrFatal) {
+		return fmt.Errorf("%w: %w", errRetryAtOnce, err)
+	}
+	return err
 }
 
 // handleThenCommit is a batch in AtLeastOnce mode: the step, then the

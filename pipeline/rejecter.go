@@ -68,6 +68,9 @@ type rejecter struct {
 	// tooLarge: a record batch was refused as too large, so a limit
 	// learnt at the start of the session no longer holds.
 	tooLarge atomic.Bool
+	// rerouted: the attempt that just aborted had refused records, which
+	// the next attempt sends another way (see Worker.Rerouted).
+	rerouted atomic.Bool
 }
 
 // maxRefusals bounds the records remembered; past it the oldest
@@ -101,6 +104,7 @@ func (j *rejecter) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
 
 // begin starts an attempt.
 func (j *rejecter) begin() {
+	j.rerouted.Store(false)
 	j.mu.Lock()
 	clear(j.failed)
 	j.mu.Unlock()
@@ -115,6 +119,7 @@ func (j *rejecter) aborted() {
 	if len(j.failed) == 0 {
 		return
 	}
+	j.rerouted.Store(true)
 	if j.state == nil || len(j.state) > maxRefusals {
 		j.state = map[string]refusal{}
 	}

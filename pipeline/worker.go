@@ -199,6 +199,12 @@ func (w *Worker) Committed() error {
 // in it are sent another way by the next attempt.
 func (w *Worker) Aborted() { w.rejecter.aborted() }
 
+// Rerouted implements eos.Rerouter: after an attempt in which a broker
+// refused records, the next attempt produces them alone or dead-letters
+// them, which no backoff helps; each record takes at most four attempts
+// before its batch commits or the worker stops (see refusal).
+func (w *Worker) Rerouted() bool { return w.rejecter.rerouted.Swap(false) }
+
 // assigning counts the numbers the batch takes, which it gives to records
 // (flakestream_numbers_assigned_total): the worker asks for exactly the
 // numbers its records need, so every number taken is given to one.

@@ -8,71 +8,24 @@ import (
 	"testing"
 
 	"github.com/flakestream/flakestream/codec"
+	"github.com/flakestream/flakestream/test/hostile"
 	"github.com/twmb/franz-go/pkg/sr"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// Hostile schemas and values for the work limits: each is what an
-// attacker who may register a schema, or write a value, would send.
+// Hostile schemas and values for the work limits (test/hostile): each is
+// what an attacker who may register a schema, or write a value, would send.
 const (
-	// nullArray: an array of null costs no byte per item, so its count is
-	// all the attacker needs to write.
-	nullArray = `{"type":"record","name":"Bomb","fields":[
-		{"name":"xs","type":{"type":"array","items":"null"}},
-		{"name":"order_no","type":["null","string"],"default":null}]}`
-	// linked: a recursive record, so the value chooses the depth.
-	linked = `{"type":"record","name":"L","fields":[
-		{"name":"order_no","type":["null","string"],"default":null},
-		{"name":"next","type":["null","L"],"default":null}]}`
-	nestedProto = `syntax = "proto3";
-package hostile;
-message Node {
-  string order_no = 1;
-  Node child = 2;
-  repeated int64 xs = 3;
-}`
+	nullArray   = hostile.NullArrayAvro
+	linked      = hostile.LinkedAvro
+	nestedProto = hostile.NodesProto
 )
 
-// nullBlocks is the payload of a nullArray value of size bytes: blocks of
-// 2^20 nulls (three bytes each; one-null blocks to fill the rest) and the
-// end of the array, then a null order_no.
-func nullBlocks(size int) []byte {
-	var b []byte
-	for len(b)+2 < size {
-		if size-2-len(b) >= 3 {
-			b = binary.AppendVarint(b, 1<<20)
-		} else {
-			b = binary.AppendVarint(b, 1)
-		}
-	}
-	return append(b, 0, 0)
-}
-
-// linkedValue is a linked value nested levels deep: every level holds a
-// null order_no and, but the last, a next record.
-func linkedValue(levels int) []byte {
-	var b []byte
-	for i := 0; i < levels; i++ {
-		b = append(b, 0) // order_no: null
-		if i < levels-1 {
-			b = append(b, 2) // next: the branch L (zig-zag 1)
-		} else {
-			b = append(b, 0) // next: null
-		}
-	}
-	return b
-}
-
-// nodeValue is a Node nested levels deep, built inside out.
-func nodeValue(levels int) []byte {
-	var inner []byte
-	for i := 1; i < levels; i++ {
-		var outer []byte
-		outer = protowire.AppendTag(outer, 2, protowire.BytesType)
-		inner = protowire.AppendBytes(outer, inner)
-	}
-	return inner
-}
+var (
+	nullBlocks  = hostile.NullBlocks
+	linkedValue = hostile.LinkedValue
+	nodeValue   = hostile.NodeValue
+)
 
 func inspectClass(t *testing.T, f *Format, value []byte) codec.Inspection {
 	t.Helper()

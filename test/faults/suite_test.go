@@ -259,6 +259,10 @@ type run struct {
 	// also, if set, checks more after the accounting (its failures make
 	// the result not ok) before the result is recorded.
 	also func(rep accounting.Report) bool
+	// beforeStop, if set, runs once the accounting is done, while the
+	// workers still run (to read their metrics); beforeRecord, if set,
+	// after also, just before the result is recorded.
+	beforeStop, beforeRecord func()
 }
 
 func begin(t *testing.T, e *harness.Env, fault, setup string, workerArgs ...string) *run {
@@ -342,6 +346,9 @@ func (r *run) finish(bound time.Duration) {
 		checkFor = 20 * time.Second // what is missing will not come; account for what is there
 	}
 	rep := r.e.Check(t, checkFor)
+	if r.beforeStop != nil {
+		r.beforeStop()
+	}
 	r.p.stopAll()
 	r.result.SetReport(rep)
 	r.crossCheck(rep)
@@ -355,6 +362,9 @@ func (r *run) finish(bound time.Duration) {
 	}
 	if r.also != nil && !r.also(rep) {
 		r.result.OK = false
+	}
+	if r.beforeRecord != nil {
+		r.beforeRecord()
 	}
 	harness.Record(t, r.result)
 	if !rep.OK() {

@@ -25,6 +25,7 @@ func (e *Env) VerifyProcess(t testing.TB, timeout time.Duration) (pverify.Report
 	defer cancel()
 	args := []string{"verify", "--brokers", strings.Join(e.Kafka.Addrs, ","), "--input-topic", e.Input, "--output-topic", e.Output,
 		"--dlq-topic", e.DLQ, "--max-record-bytes", fmt.Sprint(MaxRecordBytes), "--json", "--log-level", "warn"}
+	args = append(args, e.VerifyArgs...)
 	cmd := exec.CommandContext(ctx, Binary(t), args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -40,6 +40,9 @@ type Env struct {
 	// Protobuf through a registry); Check accounts against it. nil: JSON
 	// through Codec.
 	Format codec.Format
+	// VerifyArgs are more flags for VerifyProcess's `flakestream verify`:
+	// the value format and registry the worker ran with.
+	VerifyArgs []string
 
 	mu     sync.Mutex
 	inputs []*kgo.Record
