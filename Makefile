@@ -117,9 +117,10 @@ test-kafka-cluster:
 # `scripts/kafka-local start --secure` (SASL_SSL, SCRAM and PLAIN, a CA it
 # makes, StandardAuthorizer; one test on a secured 3-node cluster), the
 # worker under docs/security.md's ACLs only: the orphan guard with no right
-# on the cluster, and each ACL revoked mid-run. `make test` runs the same
+# on the cluster, each ACL revoked mid-run, and OAUTHBEARER against a JWKS
+# the test serves (TestWorkerOAuthBearer). `make test` runs the same
 # tests where java and the Kafka jars are there (always in .ci/run).
-SECURE_TESTS ?= TestSecureKafka|TestACLTable|TestGuardOnRealKafka|TestWorkerRevokedACLEndsWithOneLine
+SECURE_TESTS ?= TestSecureKafka|TestACLTable|TestGuardOnRealKafka|TestWorkerRevokedACLEndsWithOneLine|TestWorkerOAuthBearer
 test-kafka-secure:
 	FLAKESTREAM_KAFKA_LOCAL=1 $(GO) test -count=1 -timeout 20m -v -run '$(SECURE_TESTS)' ./test/testenv/ ./eos/txnguard/ ./test/process/
 

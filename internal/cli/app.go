@@ -68,6 +68,10 @@ func Run(ctx context.Context, app *cli.App, args []string) int {
 		// and the command that grants it, without the layers it crossed.
 		msg = ae.Error()
 	}
+	if oe, ok := errors.AsType[*oauthRefusedError](err); ok {
+		// The OIDC provider refused the client, not a broker: its answer.
+		msg = "not authenticated: " + oe.Error()
+	}
 	fmt.Fprintf(app.ErrWriter, "flakestream: %s%s\n", msg, hint(err))
 	return ExitCode(err)
 }

@@ -51,6 +51,7 @@ type kafkaConfig struct {
 	saslMechanism, user, pass string
 	oauthTokenURL, oauthID    string
 	oauthSecret, oauthScope   string
+	oauth                     *oauthSource // oauthbearer: made by opts
 	maxVersion                string
 	connectTimeout            time.Duration
 }
@@ -135,9 +136,16 @@ func (t *tlsFiles) config() (*tls.Config, error) {
 }
 
 // principal is who the brokers see these settings sign in as, spelled as
-// kafka-acls takes it: User:<--sasl-user>; without SASL, the client
+// kafka-acls takes it: User:<--sasl-user>; with oauthbearer, User:<the sub
+// claim of the token opts fetched> ("" before); without SASL, the client
 // certificate's subject (Kafka's default for TLS); else User:ANONYMOUS.
 func (k *kafkaConfig) principal() string {
+	if strings.EqualFold(k.saslMechanism, mechOAuthBearer) {
+		if k.oauth != nil && k.oauth.Subject() != "" {
+			return "User:" + k.oauth.Subject()
+		}
+		return ""
+	}
 	if k.saslMechanism != "" {
 		return "User:" + k.user
 	}
@@ -184,7 +192,14 @@ func (k *kafkaConfig) opts() ([]kgo.Opt, error) {
 		if err := checkTokenURL(k.oauthTokenURL); err != nil {
 			return nil, err
 		}
-		opts = append(opts, kgo.SASL(oauthMechanism(newOAuthSource(k.oauthTokenURL, k.oauthID, k.oauthSecret, k.oauthScope))))
+		// The first token now: a provider that refuses the client is one
+		// line at start, not a sign-in retried until the connect timeout,
+		// and the token's subject names the principal in messages.
+		k.oauth = newOAuthSource(k.oauthTokenURL, k.oauthID, k.oauthSecret, k.oauthScope)
+		if _, err := k.oauth.Token(context.Background()); err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.SASL(oauthMechanism(k.oauth)))
 	case mechAWSMSKIAM:
 		mech, err := awsMechanism(context.Background())
 		if err != nil {

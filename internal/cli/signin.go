@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/aws"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
@@ -44,6 +47,7 @@ type oauthSource struct {
 
 	mu        sync.Mutex
 	token     string
+	subject   string // the last token's sub claim, "" if it is no JWT
 	refreshAt time.Time
 }
 
@@ -68,11 +72,20 @@ func (s *oauthSource) Token(ctx context.Context) (string, error) {
 	tok, err := s.cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, s.client))
 	if err != nil {
 		var re *oauth2.RetrieveError
+		refused := false
 		if errors.As(err, &re) {
 			// The provider's answer, without the request: one line.
 			err = fmt.Errorf("%s %s", re.Response.Status, strings.Join(strings.Fields(string(re.Body)), " "))
+			if c := re.Response.StatusCode; c == http.StatusBadRequest || c == http.StatusUnauthorized || c == http.StatusForbidden {
+				refused = true
+				err = fmt.Errorf("%w; check --%s, --%s and --%s", err, flagSASLOAuthClientID, flagSASLOAuthClientSecret, flagSASLOAuthScope)
+			}
 		}
-		return "", fmt.Errorf("oauth token from %s for client %q: %w", redactURL(s.cfg.TokenURL), s.cfg.ClientID, err)
+		err = fmt.Errorf("oauth token from %s for client %q: %w", redactURL(s.cfg.TokenURL), s.cfg.ClientID, err)
+		if refused {
+			err = &oauthRefusedError{err}
+		}
+		return "", err
 	}
 	if tok.AccessToken == "" {
 		return "", fmt.Errorf("oauth token from %s: no access_token in the answer", redactURL(s.cfg.TokenURL))
@@ -84,8 +97,51 @@ func (s *oauthSource) Token(ctx context.Context) (string, error) {
 		lifetime = time.Until(tok.Expiry)
 	}
 	s.token, s.refreshAt = tok.AccessToken, now.Add(time.Duration(float64(lifetime)*oauthRefreshFactor))
+	s.subject = jwtSubject(tok.AccessToken)
 	return s.token, nil
 }
+
+// Subject is the sub claim of the last token fetched, which a broker
+// takes as the principal by default (sasl.oauthbearer.sub.claim.name), or
+// "" before the first fetch or for a token that is no JWT. It is read
+// without checking the signature: it names the principal in messages only.
+func (s *oauthSource) Subject() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.subject
+}
+
+// jwtSubject is the sub claim of a JWT (RFC 7519), unverified, or "".
+func jwtSubject(token string) string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return ""
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	if err != nil {
+		return ""
+	}
+	var claims struct {
+		Sub string `json:"sub"`
+	}
+	if json.Unmarshal(payload, &claims) != nil {
+		return ""
+	}
+	return claims.Sub
+}
+
+// oauthRefusedError is the provider's refusal of the client (400, 401 or
+// 403: invalid_client, unauthorized_client, invalid_scope, ...): no retry
+// of the same credentials gets another answer. It is an authentication
+// failure (errors.Is kerr.SaslAuthenticationFailed), so a sign-in or
+// reauthentication that needs a new token mid-run ends the command with
+// one line, as a refused password does, instead of being retried forever.
+// Any other failure (a provider down, a 5xx, a timeout) is retried.
+type oauthRefusedError struct{ err error }
+
+func (e *oauthRefusedError) Error() string { return e.err.Error() }
+
+func (e *oauthRefusedError) Unwrap() []error { return []error{e.err, kerr.SaslAuthenticationFailed} }
 
 // oauthMechanism is SASL OAUTHBEARER with tokens from src.
 func oauthMechanism(src *oauthSource) sasl.Mechanism {

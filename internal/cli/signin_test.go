@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // tokenEndpoint is an OIDC provider's token endpoint for one client: it
@@ -86,8 +90,25 @@ func TestOAuthErrors(t *testing.T) {
 		!strings.Contains(err.Error(), "401") || !strings.Contains(err.Error(), "invalid_client") || !strings.Contains(err.Error(), `client "flakestream"`) {
 		t.Errorf("refused client: %v; want one line with the status and the provider's error, no secret", err)
 	}
+	// A refusal is an authentication failure, which ends a run (mid-run
+	// too); a provider that fails is not, and its sign-in is retried.
+	if !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Errorf("refused client: %v is no SASL_AUTHENTICATION_FAILED", err)
+	}
+	down, _ := tokenEndpoint(t, "flakestream", "client-s3cret", "", time.Minute, http.StatusServiceUnavailable)
+	if _, err := newOAuthSource(down.URL+"/token", "flakestream", "client-s3cret", "").Token(context.Background()); err == nil || errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Errorf("provider answering 503: %v; want an error that is no authentication failure", err)
+	}
 	base := []string{"run", "--server-id", "1", "--worker-id", "1", "--sequencer", "memory", "--log-level", "error", "--input-topic", "in", "--output-topic", "out",
 		"--http-addr", "", "--sasl-mechanism", "OAUTHBEARER"}
+	// At start the first token is fetched before any broker is asked: a
+	// refused client ends the command at once, exit 1, with the hint.
+	_, errOut, code := runApp(t, "", nil, append(base, "--brokers", "127.0.0.1:1", "--sasl-oauth-token-url", srv.URL+"/token",
+		"--sasl-oauth-client-id", "flakestream", "--sasl-oauth-client-secret", "client-s3cret")...)
+	if code != 1 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "invalid_client") ||
+		!strings.Contains(errOut, "check --sasl-oauth-client-id") || strings.Contains(errOut, "client-s3cret") {
+		t.Errorf("refused client at start: exit %d, %q; want exit 1 and one line with the provider's error and the flags to check", code, errOut)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -175,4 +196,20 @@ func hmacSHA256(key []byte, data string) []byte {
 	h := hmac.New(sha256.New, key)
 	h.Write([]byte(data))
 	return h.Sum(nil)
+}
+
+// The principal a token names is its sub claim, read from the JWT's
+// payload; a token that is no JWT names none.
+func TestJWTSubject(t *testing.T) {
+	payload := base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"orders-worker","aud":"kafka"}`))
+	for tok, want := range map[string]string{
+		"eyJhbGciOiJSUzI1NiJ9." + payload + ".c2ln": "orders-worker",
+		"opaque-token": "",
+		"a.!!!.c":      "",
+		"a." + base64.RawURLEncoding.EncodeToString([]byte("[1]")) + ".c": "",
+	} {
+		if got := jwtSubject(tok); got != want {
+			t.Errorf("jwtSubject(%q) = %q, want %q", tok, got, want)
+		}
+	}
 }

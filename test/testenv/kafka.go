@@ -93,7 +93,8 @@ type kafkaConfig struct {
 	restartable    bool
 	clientListener bool
 	nodeCgroups    bool
-	secure         string // KafkaSecured: the client-auth mode; "" without security
+	secure         string   // KafkaSecured: the client-auth mode; "" without security
+	oauth          []string // KafkaOAuth: the script's --oauth-* arguments
 }
 
 // KafkaNodeCgroups asks (RealKafkaCluster) for every node's JVM to run

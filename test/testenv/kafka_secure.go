@@ -44,6 +44,10 @@ type KafkaSecure struct {
 	// Users are the users (name to password) the script made besides the
 	// admin: SCRAM-SHA-512 and PLAIN, without ACLs.
 	Users map[string]string
+	// With KafkaOAuth: the listener also takes OAUTHBEARER, tokens checked
+	// against the JWKS at OAuthJWKSURL, with iss OAuthIssuer and aud
+	// OAuthAudience. "" without.
+	OAuthJWKSURL, OAuthIssuer, OAuthAudience string
 }
 
 // KafkaSecured asks RealKafka or RealKafkaCluster for a secured broker
@@ -59,12 +63,26 @@ func KafkaSecured(clientAuth string) KafkaOpt {
 	return func(c *kafkaConfig) { c.secure = clientAuth }
 }
 
+// KafkaOAuth asks for a secured broker (KafkaSecured, with client
+// certificates requested unless that option says otherwise) whose client
+// listener also takes SASL OAUTHBEARER with the tokens of provider o:
+// scripts/kafka-local --oauth-jwks with o's JWKS, issuer and audience. The
+// principal of a token is User:<its sub claim>.
+func KafkaOAuth(o *OIDC) KafkaOpt {
+	return func(c *kafkaConfig) {
+		if c.secure == "" {
+			c.secure = ClientAuthRequested
+		}
+		c.oauth = []string{"--oauth-jwks", o.JWKSURL(), "--oauth-issuer", o.Issuer, "--oauth-audience", o.Audience}
+	}
+}
+
 // secureArgs are the script's arguments for a secured broker.
 func (c kafkaConfig) secureArgs() []string {
 	if c.secure == "" {
 		return nil
 	}
-	return []string{"--secure", "--client-auth", c.secure}
+	return append([]string{"--secure", "--client-auth", c.secure}, c.oauth...)
 }
 
 // parseKafkaSecure reads the assignments scripts/kafka-local --secure prints
@@ -78,7 +96,8 @@ func parseKafkaSecure(out string) (*KafkaSecure, []string, error) {
 	}
 	s := &KafkaSecure{CA: env["KAFKA_TLS_CA"], ClientCert: env["KAFKA_TLS_CLIENT_CERT"], ClientKey: env["KAFKA_TLS_CLIENT_KEY"],
 		ClientAuth: env["KAFKA_TLS_CLIENT_AUTH"], AdminUser: env["KAFKA_ADMIN_USER"], AdminPassword: env["KAFKA_ADMIN_PASSWORD"],
-		AdminProperties: env["KAFKA_ADMIN_PROPERTIES"], Users: map[string]string{}}
+		AdminProperties: env["KAFKA_ADMIN_PROPERTIES"], Users: map[string]string{},
+		OAuthJWKSURL: env["KAFKA_OAUTH_JWKS_URL"], OAuthIssuer: env["KAFKA_OAUTH_ISSUER"], OAuthAudience: env["KAFKA_OAUTH_AUDIENCE"]}
 	for _, u := range strings.Fields(env["KAFKA_USERS"]) {
 		if name, pw, ok := strings.Cut(u, ":"); ok {
 			s.Users[name] = pw
@@ -270,6 +289,15 @@ func (c *KafkaCluster) DeleteACLs(t testing.TB, b *kadm.ACLBuilder) int {
 func (s *KafkaSecure) CLIArgs(user, password string) []string {
 	return []string{"--kafka-tls-ca", s.CA, "--kafka-tls-cert", s.ClientCert, "--kafka-tls-key", s.ClientKey,
 		"--sasl-mechanism", "scram-sha-512", "--sasl-user", user, "--sasl-password", password}
+}
+
+// OAuthCLIArgs are flakestream's flags that sign in to the secured broker
+// with SASL OAUTHBEARER, with tokens from the OIDC token endpoint tokenURL
+// for client id and secret (and the CA and the client certificate).
+func (s *KafkaSecure) OAuthCLIArgs(tokenURL, id, secret string) []string {
+	return []string{"--kafka-tls-ca", s.CA, "--kafka-tls-cert", s.ClientCert, "--kafka-tls-key", s.ClientKey,
+		"--sasl-mechanism", "oauthbearer", "--sasl-oauth-token-url", tokenURL,
+		"--sasl-oauth-client-id", id, "--sasl-oauth-client-secret", secret}
 }
 
 // ClientOpts are the options of a client of the cluster: its addresses,
