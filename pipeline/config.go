@@ -54,6 +54,7 @@ type cfg struct {
 	judge           *judge
 	prefetchAge     time.Duration
 	noLag           bool // a lane other than the first: the group's lag is lane 0's
+	lanes           int  // the process's lanes, which share its buffer bounds (0: one)
 	maxProduceBytes int32
 }
 
@@ -120,13 +121,32 @@ func (c *cfg) validateLoop() error {
 	if e.MaxPollRecords < 1 || c.maxBuffered < e.MaxPollRecords {
 		return fmt.Errorf("%w: max poll records %d, max buffered records %d: want 1 <= poll <= buffered", eos.ErrBadConfig, e.MaxPollRecords, c.maxBuffered)
 	}
+	buffered, fetch, partFetch := c.laneShare()
 	e.ClientOpts = append([]kgo.Opt{
-		kgo.FetchMaxBytes(c.fetchMaxBytes),
-		kgo.MaxBufferedRecords(c.maxBuffered),
+		kgo.FetchMaxBytes(fetch),
+		kgo.FetchMaxPartitionBytes(partFetch),
+		kgo.MaxBufferedRecords(buffered),
 		kgo.ProducerLinger(c.linger),
 	}, e.ClientOpts...)
 	return nil
 }
+
+// laneShare returns one lane's share of the process's buffer bounds: the
+// records buffered for producing, the bytes of a fetch response and of one
+// partition in it, each divided by the lanes. A share never goes below
+// what one transaction needs (MaxPollRecords) or below minFetchShare;
+// Kafka returns a partition's first record batch whole even when it is
+// larger than the bound, so a small share slows a fetch but never stops it.
+func (c *cfg) laneShare() (buffered int, fetch, partFetch int32) {
+	n := max(c.lanes, 1)
+	buffered = max(c.maxBuffered/n, c.eos.MaxPollRecords)
+	fetch = max(c.fetchMaxBytes/int32(n), min(c.fetchMaxBytes, minFetchShare))
+	partFetch = min(max(DefaultFetchMaxPartitionBytes/int32(n), minFetchShare), fetch)
+	return buffered, fetch, partFetch
+}
+
+// minFetchShare is the least a lane's share of a fetch bound is cut to.
+const minFetchShare = 128 << 10
 
 // LoopConfig returns the eos loop that s and opts describe, and the output
 // topic, for a step that runs with the worker's Kafka settings instead of

@@ -15,6 +15,9 @@ const (
 	DefaultMaxBufferedRecords = 100000
 	// DefaultFetchMaxBytes bounds the bytes of one fetch response.
 	DefaultFetchMaxBytes = 32 << 20
+	// DefaultFetchMaxPartitionBytes bounds the bytes of one partition in a
+	// fetch response (franz-go's default); lanes divide it.
+	DefaultFetchMaxPartitionBytes = 1 << 20
 	// DefaultTopUpWait bounds the worker's second poll into a
 	// transaction whose first poll was short.
 	DefaultTopUpWait = 5 * time.Millisecond

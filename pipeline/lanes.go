@@ -22,18 +22,21 @@ import (
 // (a lane that is assigned a partition forgets the numbers it reserved
 // before, as Worker.Assigned does).
 //
-// With n > 1, lane i (from 0) runs as instance "<instance id>-<i>", with the
-// transactional ID "<transactional id>-<i>" when one is given (else the
-// default derived from the lane's instance ID), and its metrics carry the
-// label lane="<i>". One lane is the plain Worker: its IDs and metrics are
-// those of NewWorker.
+// Lane 0 is the plain Worker's member: its instance ID and transactional ID
+// are those of NewWorker, so a process that goes from one lane to several
+// keeps its first member and fences, with lane 0, whatever the one-lane
+// process left open. Lane i > 0 runs as instance "<instance id>-<i>", with
+// the transactional ID "<transactional id>-<i>" when one is given (else
+// the default derived from the lane's instance ID). With n > 1 every
+// lane's metrics carry the label lane="<i>".
+//
+// Each lane's Kafka client gets a share of the fetch and produce buffers:
+// the process's bounds (MaxBufferedRecords, FetchMaxBytes and franz-go's
+// per-partition fetch bound) divided by n, so that n lanes buffer about
+// what one does.
 type Lanes struct {
 	workers []*Worker
 }
-
-// DefaultLanes is the number of lanes of `flakestream run` without
-// --lanes.
-const DefaultLanes = 1
 
 // NewLanes validates the settings and options and returns n lanes (n >= 1).
 func NewLanes(n int, s eos.Config, opts ...Opt) (*Lanes, error) {
@@ -55,7 +58,7 @@ func NewLanes(n int, s eos.Config, opts ...Opt) (*Lanes, error) {
 	// the lanes' fences add up, so that it is told as soon as with one.
 	fences := &eos.Fences{}
 	for i := range n {
-		w, err := NewWorker(s, append(opts[:len(opts):len(opts)], lane(i, fences))...)
+		w, err := NewWorker(s, append(opts[:len(opts):len(opts)], lane(i, n, fences))...)
 		if err != nil {
 			return nil, err
 		}
@@ -64,16 +67,20 @@ func NewLanes(n int, s eos.Config, opts ...Opt) (*Lanes, error) {
 	return ls, nil
 }
 
-// lane is the last option of lane i: it suffixes the member's IDs, labels
-// its metrics and counts its fences in the process's. Only lane 0 tracks
-// the group's lag, which every member of the group would report alike.
-func lane(i int, fences *eos.Fences) Opt {
+// lane is the last option of lane i of n: it suffixes the IDs of a member
+// other than lane 0, labels its metrics, gives it its share of the
+// buffers and counts its fences in the process's. Only lane 0 tracks the
+// group's lag, which every member of the group would report alike.
+func lane(i, n int, fences *eos.Fences) Opt {
 	return func(c *cfg) {
 		c.eos.Fences = fences
-		suffix := "-" + strconv.Itoa(i)
-		c.eos.InstanceID += suffix
-		if c.eos.TransactionalID != "" {
-			c.eos.TransactionalID += suffix
+		c.lanes = n
+		if i > 0 {
+			suffix := "-" + strconv.Itoa(i)
+			c.eos.InstanceID += suffix
+			if c.eos.TransactionalID != "" {
+				c.eos.TransactionalID += suffix
+			}
 		}
 		if c.eos.Registerer != nil {
 			c.eos.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"lane": strconv.Itoa(i)}, c.eos.Registerer)
@@ -84,12 +91,15 @@ func lane(i int, fences *eos.Fences) Opt {
 
 // Run runs every lane until ctx ends or one of them fails; a failure stops
 // the others, and Run returns the first error (the others are joined to
-// it only when they are not the stop it caused).
+// it only when they are not the stop it caused). Beside the lanes, it ends
+// the open transactions of lanes that an earlier process under the same
+// name ran and this one does not (see RetiredLanes).
 func (ls *Lanes) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	errs := make([]error, len(ls.workers))
 	var wg sync.WaitGroup
+	wg.Go(func() { ls.retire(ctx) })
 	for i, w := range ls.workers {
 		wg.Go(func() {
 			errs[i] = w.Run(ctx)

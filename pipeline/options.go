@@ -41,6 +41,7 @@ func Start(s StartOffset) Opt {
 func MaxBufferedRecords(n int) Opt { return func(c *cfg) { c.maxBuffered = n } }
 
 // FetchMaxBytes bounds one fetch response, overriding the default 32 MiB.
+// Both bounds are the process's: its lanes share them (see Lanes).
 func FetchMaxBytes(n int32) Opt { return func(c *cfg) { c.fetchMaxBytes = n } }
 
 // MaxProduceBytes caps the record batches the worker produces, overriding

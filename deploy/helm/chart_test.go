@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -162,6 +163,10 @@ var renderRefusals = []refusal{
 	{"KEDA max times lanes above partitions", map[string]any{"worker": map[string]any{"config": map[string]any{"lanes": 2}},
 		"autoscaling": map[string]any{"inputPartitions": 8, "maxReplicas": 5, "keda": map[string]any{"enabled": true}}},
 		"autoscaling.maxReplicas 5 × worker.config.lanes 2 is larger than autoscaling.inputPartitions 8"},
+	{"lanes not a number", map[string]any{"worker": map[string]any{"config": map[string]any{"lanes": "two"}}},
+		`worker.config.lanes "two": want auto or a number of at least 1`},
+	{"no lanes", map[string]any{"worker": map[string]any{"config": map[string]any{"lanes": 0}}},
+		`worker.config.lanes "0"`},
 	{"KEDA without partitions", map[string]any{"autoscaling": map[string]any{"keda": map[string]any{"enabled": true}}},
 		"autoscaling.inputPartitions"},
 	{"both autoscalers", map[string]any{"autoscaling": map[string]any{"inputPartitions": 4, "keda": map[string]any{"enabled": true}, "hpa": map[string]any{"enabled": true}}},
@@ -475,4 +480,52 @@ func container(t *testing.T, pod corev1.PodSpec, name string) corev1.Container {
 	}
 	t.Fatalf("no container %s", name)
 	return corev1.Container{}
+}
+
+// TestLanes: the worker's lanes as rendered into its config file. auto
+// stays auto without an autoscaler; with one, it becomes the lanes that
+// give every lane a partition at maxReplicas (at most the worker's cap of
+// 4); a number stays as given.
+func TestLanes(t *testing.T) {
+	keda := func(partitions, maxReplicas int, lanes any) map[string]any {
+		v := map[string]any{"autoscaling": map[string]any{"inputPartitions": partitions, "maxReplicas": maxReplicas, "keda": map[string]any{"enabled": true}}}
+		if lanes != nil {
+			v["worker"] = map[string]any{"config": map[string]any{"lanes": lanes}}
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+		want   string
+	}{
+		{"defaults", map[string]any{}, "auto"},
+		{"a number", map[string]any{"worker": map[string]any{"config": map[string]any{"lanes": 3}}}, "3"},
+		{"KEDA, 8 partitions, 4 pods", keda(8, 4, nil), "2"},
+		{"KEDA, 7 partitions, 4 pods", keda(7, 4, "auto"), "1"},
+		{"KEDA, 64 partitions, 4 pods", keda(64, 4, nil), "4"},
+		{"KEDA and a number", keda(8, 2, 3), "3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := render(t, tc.values)
+			found := false
+			for _, cm := range all[*corev1.ConfigMap](r) {
+				data, ok := cm.Data["worker.yaml"]
+				if !ok {
+					continue
+				}
+				found = true
+				var cfg map[string]any
+				if err := yaml.Unmarshal([]byte(data), &cfg); err != nil {
+					t.Fatal(err)
+				}
+				if got := fmt.Sprint(cfg["lanes"]); got != tc.want {
+					t.Errorf("worker.yaml lanes %q, want %q:\n%s", got, tc.want, data)
+				}
+			}
+			if !found {
+				t.Fatal("no worker.yaml rendered")
+			}
+		})
+	}
 }

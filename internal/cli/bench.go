@@ -76,7 +76,7 @@ func benchCommand() *cli.Command {
 			intFlag(flagParallelism, &cfg.parallelism, runtime.GOMAXPROCS(0), "goroutines numbering one batch"),
 			cfg.consume.topicWaitFlag(),
 			topUpWaitFlag(&cfg.consume.topUpWait),
-			intFlag(flagLanes, &cfg.consume.lanes, pipeline.DefaultLanes, "the worker's lanes, as run's --lanes (the passthrough and per-record baselines run one session)"),
+			lanesFlag(&cfg.consume.lanes, "the worker's lanes, as run's --lanes, auto counting --partitions (the passthrough and per-record baselines run one session)"),
 			intFlag(flagLatencyRate, &cfg.latencyRate, defaultBenchLatencyRate, "input rate (orders/s) of the first latency measurement, send to read_committed visibility; the second runs at half the worker's throughput (0: only the second)"),
 			jsonFlag(&cfg.json, "print one JSON object"),
 			boolFlag(flagPairsOnly, &cfg.pairsOnly, "measure only passthrough and worker (for sweeps over a setting such as --max-poll-records)"),
@@ -170,6 +170,13 @@ func (cfg *benchConfig) benchOptions(brokers []string, l idgen.Layout, seq idgen
 	if err != nil {
 		return bench.Config{}, err
 	}
+	lanes, err := parseLanes(cfg.consume.lanes)
+	if err != nil {
+		return bench.Config{}, err
+	}
+	if lanes == 0 {
+		lanes = pipeline.AutoLanes(runtime.GOMAXPROCS(0), cfg.partitions)
+	}
 	s.Brokers = brokers // the embedded kfake's without --brokers
 	worker := int64(0)
 	newGen := func() (*idgen.Generator, error) {
@@ -181,7 +188,7 @@ func (cfg *benchConfig) benchOptions(brokers []string, l idgen.Layout, seq idgen
 	return bench.Config{
 		Loop: s, NewNumberer: newGen, Duration: cfg.duration, Pairs: max(cfg.pairs, 1),
 		RecordBytes: cfg.recordBytes, Partitions: int32(cfg.partitions), Progress: progress,
-		PairsOnly: cfg.pairsOnly, LatencyRate: float64(cfg.latencyRate), Lanes: cfg.consume.lanes,
+		PairsOnly: cfg.pairsOnly, LatencyRate: float64(cfg.latencyRate), Lanes: lanes,
 		Worker: []pipeline.Opt{pipeline.Parallelism(cfg.parallelism), pipeline.TopUpWait(cfg.consume.topUpWait)},
 	}, nil
 }

@@ -2,7 +2,10 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/flakestream/flakestream/eos"
@@ -66,7 +69,7 @@ type consumeConfig struct {
 	orphanGuard      bool
 	topicWait        time.Duration
 	topUpWait        time.Duration
-	lanes            int
+	lanes            string
 
 	// hasTopicWait: the command has --topic-wait (verify has not), so
 	// settings passes it on; otherwise the loop keeps its default.
@@ -113,7 +116,7 @@ func (cc *consumeConfig) workerTuningFlags() []cli.Flag {
 		durationFlag(flagLinger, &cc.linger, 0, "producer linger (each transaction flushes at its end anyway)"),
 		boolFlag(flagStaticMembership, &cc.staticMembership, "join as static member --instance-id (KIP-345): a restart under the same ID takes its partitions back without a rebalance; a member gone for good is removed only after --session-timeout"),
 		topUpWaitFlag(&cc.topUpWait),
-		intFlag(flagLanes, &cc.lanes, pipeline.DefaultLanes, "transactional sessions in this process, each its own group member (instance <instance-id>-<lane>, transactional ID suffixed -<lane>) numbering from one sequencer: while one commits, the others poll and number (1: the plain worker, IDs unsuffixed)"),
+		lanesFlag(&cc.lanes, "transactional sessions in this process, each its own group member numbering from one sequencer: while one commits, the others poll and number. Lane 0 has the plain worker's IDs, lane i>0 instance <instance-id>-<i> and transactional ID suffixed -<i>. auto: one per core (GOMAXPROCS), at most the input partitions and "+strconv.Itoa(pipeline.MaxAutoLanes)+"; or a number"),
 	}
 }
 
@@ -208,6 +211,52 @@ func (cc *consumeConfig) orphanGuardHook(log *slog.Logger, reg prometheus.Regist
 
 // orphanGuardTimeout bounds one check of the orphaned-transaction guard.
 const orphanGuardTimeout = 30 * time.Second
+
+// lanesAuto is the value of --lanes that picks the count (pipeline.AutoLanes).
+const lanesAuto = "auto"
+
+// lanesFlag is --lanes (run and bench): a number of lanes or auto.
+func lanesFlag(dst *string, usage string) cli.Flag {
+	return stringFlag(flagLanes, dst, lanesAuto, usage)
+}
+
+// parseLanes reads --lanes: a count of at least 1, or 0 for auto.
+func parseLanes(v string) (int, error) {
+	if v == lanesAuto {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, usageErr("--%s %q: want auto or a number of at least 1", flagLanes, v)
+	}
+	return n, nil
+}
+
+// lanesPartitionsTimeout bounds the look-up of the input partitions that
+// --lanes auto makes at start.
+const lanesPartitionsTimeout = 15 * time.Second
+
+// laneCount resolves --lanes for the worker s describes: a number as it
+// is, auto from GOMAXPROCS and the input topics' partitions (asked of the
+// brokers; when they cannot be read, from GOMAXPROCS alone, with a
+// warning). It logs the choice.
+func (cc *consumeConfig) laneCount(ctx context.Context, s eos.Config, log *slog.Logger) (int, error) {
+	n, err := parseLanes(cc.lanes)
+	if err != nil || n > 0 {
+		return n, err
+	}
+	procs := runtime.GOMAXPROCS(0)
+	ctx, cancel := context.WithTimeout(ctx, lanesPartitionsTimeout)
+	defer cancel()
+	parts, err := pipeline.InputPartitions(ctx, s)
+	if err != nil {
+		log.Warn(fmt.Sprintf("--%s auto: cannot read the input partitions; lanes from GOMAXPROCS alone", flagLanes), "err", err)
+		parts = 0
+	}
+	n = pipeline.AutoLanes(procs, parts)
+	log.Info(fmt.Sprintf("--%s auto", flagLanes), "lanes", n, "gomaxprocs", procs, "input_partitions", parts, "cap", pipeline.MaxAutoLanes)
+	return n, nil
+}
 
 // replayInputTopicFlag is replay's --input-topic: one topic, a string in
 // the environment and the YAML file (run's and audit's is a list).

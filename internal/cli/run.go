@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
@@ -104,20 +106,46 @@ func (cfg *runConfig) run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	w, err := pipeline.NewLanes(cfg.consume.lanes, s, opts...)
-	if err != nil {
+	if _, err := parseLanes(cfg.consume.lanes); err != nil {
+		return err
+	}
+	// The settings are checked before the brokers are reached (the lane
+	// count may need them); this worker is never run.
+	check := s
+	check.Registerer = nil
+	if _, err := pipeline.NewWorker(check, opts...); err != nil {
 		return asUsage(err)
 	}
-	if err := cfg.ops.serve(c.Context, reg, w.Ready, nil, log, "/metrics, /healthz, /readyz"); err != nil {
+	var lanes atomic.Pointer[pipeline.Lanes]
+	ready := func() error {
+		if w := lanes.Load(); w != nil {
+			return w.Ready()
+		}
+		return errStarting
+	}
+	if err := cfg.ops.serve(c.Context, reg, ready, nil, log, "/metrics, /healthz, /readyz"); err != nil {
 		return err
 	}
 	if err := cfg.kafka.reach(c.Context, log); err != nil {
 		return err
 	}
-	log.Info("numbering", "lanes", cfg.consume.lanes, "layout", l.String(), "server_id", cfg.identity.server, "worker_id", cfg.identity.worker,
+	n, err := cfg.consume.laneCount(c.Context, s, log)
+	if err != nil {
+		return err
+	}
+	w, err := pipeline.NewLanes(n, s, opts...)
+	if err != nil {
+		return asUsage(err)
+	}
+	lanes.Store(w)
+	log.Info("numbering", "lanes", n, "layout", l.String(), "server_id", cfg.identity.server, "worker_id", cfg.identity.worker,
 		"capacity_per_second", l.PerSecond(), "layout_end", l.End().Format(time.RFC3339))
 	return w.Run(c.Context)
 }
+
+// errStarting is /readyz's answer before the worker's lanes exist: the
+// brokers are still being reached or the lanes counted.
+var errStarting = errors.New("starting: reaching the brokers")
 
 // workerOptions turns run's flags into the worker's own options (the
 // loop's settings are consumeConfig.settings'): the one place the CLI

@@ -91,6 +91,43 @@ func testCrashes(t *testing.T, static bool, lanes int) {
 	r.finish(flow + 2*time.Minute)
 }
 
+// A rolling upgrade of the lane count, both ways, mid-stream: a worker of
+// one lane (the default before --lanes auto) is killed and replaced under
+// the same --instance-id by a default worker (--lanes auto, with
+// GOMAXPROCS=2 so that auto picks two lanes on any machine: 4
+// partitions), which is killed in turn and replaced by a worker of one
+// lane again. Lane 0 keeps the one-lane worker's transactional ID, so its
+// start fences what the killed one-lane worker left open; after the
+// downgrade, the new process ends what the gone lane 1 left open
+// (pipeline.RetiredLanes) instead of leaving it to --txn-timeout.
+func TestFaultLaneUpgrade(t *testing.T) {
+	e := newEnv(t, 4, false)
+	n := scaled(e, 300000)
+	rate := streamRate(e)
+	one := workerSetup{args: []string{"--lanes", "1"}}
+	auto := workerSetup{env: []string{"GOMAXPROCS=2"}, args: []string{"--lanes", "auto"}}
+	r := begin(t, e, "lanes: 1 -> default (auto, 2) -> 1, SIGKILL at each change", "1 worker, 4 partitions, GOMAXPROCS=2 for auto",
+		"--max-poll-records", "5000", "--session-timeout", "6s", "--static-membership")
+	r.p.startWith("u", one)
+	r.stream(harness.StreamConfig{Records: n, Rate: rate, Mix: orders.Mix{BadPerMille: 2, NumberedPerMille: 2}})
+	flow := time.Duration(float64(n) / float64(rate) * float64(time.Second))
+	at := r.spread(2, flow/5, flow*4/5)
+	for i, step := range []struct {
+		from  int
+		to    workerSetup
+		label string
+	}{{1, auto, "SIGKILL the one-lane worker, start a default (auto) one"}, {2, one, "SIGKILL the two-lane worker, start a one-lane one"}} {
+		r.sleepUntil(at[i])
+		r.waitWorking("u", step.from, 90*time.Second)
+		f := r.m.Begin(step.label)
+		r.p.kill("u")
+		r.p.startWith("u", step.to)
+		r.m.End(f)
+		t.Logf("%s at %s (%d of %d orders written)", step.label, fmtDur(time.Since(r.start)), r.s.Acked(), n)
+	}
+	r.finish(flow + 2*time.Minute)
+}
+
 // b. Workers join and leave while the stream flows: one, then two, then
 // three, then one again (the two others leave with SIGTERM, ending their
 // transactions and leaving the group). Every change is a rebalance that

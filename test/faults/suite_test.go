@@ -112,27 +112,41 @@ type pool struct {
 
 	mu      sync.Mutex
 	workers map[string]*harness.Process
+	own     map[string]workerSetup // an instance's own arguments and environment (startWith)
 	exits   int
 	closed  bool
 	wg      sync.WaitGroup
 }
 
 func newPool(t *testing.T, e *harness.Env, args ...string) *pool {
-	p := &pool{t: t, e: e, args: args, workers: map[string]*harness.Process{}}
+	p := &pool{t: t, e: e, args: args, workers: map[string]*harness.Process{}, own: map[string]workerSetup{}}
 	t.Cleanup(p.close)
 	return p
+}
+
+// workerSetup is what one instance runs with beyond the pool's arguments.
+type workerSetup struct {
+	env, args []string
 }
 
 // start starts instance and watches it.
 func (p *pool) start(instance string) {
 	p.t.Helper()
-	w := p.e.StartWorker(p.t, instance, p.args...)
+	p.startWith(instance, workerSetup{})
+}
+
+// startWith starts instance with its own arguments (after the pool's) and
+// environment, which a restart after an exit keeps.
+func (p *pool) startWith(instance string, own workerSetup) {
+	p.t.Helper()
+	w := p.e.StartWorkerEnv(p.t, instance, own.env, append(p.args[:len(p.args):len(p.args)], own.args...)...)
 	// Cleanups run last-in first-out: this one, registered after the
 	// process's own (which kills it), runs first, so that the watcher does
 	// not take that kill for a crash.
 	p.t.Cleanup(p.markClosed)
 	p.mu.Lock()
 	p.workers[instance] = w
+	p.own[instance] = own
 	p.mu.Unlock()
 	p.wg.Add(1)
 	go p.watch(instance, w)
@@ -154,7 +168,8 @@ func (p *pool) watch(instance string, w *harness.Process) {
 	}
 	p.exits++
 	p.t.Logf("worker %s exited by itself (%v); restarting it. Its log ends:\n%s", instance, w.Err, harness.Tail(w.Stderr.String(), 2000))
-	nw := p.e.StartWorker(p.t, instance, p.args...)
+	own := p.own[instance]
+	nw := p.e.StartWorkerEnv(p.t, instance, own.env, append(p.args[:len(p.args):len(p.args)], own.args...)...)
 	p.workers[instance] = nw
 	p.wg.Add(1)
 	go p.watch(instance, nw)

@@ -117,9 +117,12 @@ func (e *Env) Produce(t testing.TB, n int, mix orders.Mix) {
 // WorkerArgs returns the arguments of `flakestream run` on the env's
 // topics, group and Redis, as instance. The workers bootstrap from the
 // broker's second client listener when it has one (KafkaClientListener),
-// so that a partition of that listener cuts off the workers only.
+// so that a partition of that listener cuts off the workers only. They
+// run one lane (--lanes 1), whatever the machine's cores, so that a row's
+// group has the members it says; a test that wants lanes passes --lanes
+// after them.
 func (e *Env) WorkerArgs(instance string) []string {
-	return []string{"run", "--brokers", strings.Join(e.WorkerBrokers(), ","), "--redis", e.Redis.URL,
+	return []string{"run", "--lanes", "1", "--brokers", strings.Join(e.WorkerBrokers(), ","), "--redis", e.Redis.URL,
 		"--redis-prefix", e.Input, "--input-topic", e.Input, "--output-topic", e.Output, "--dlq-topic", e.DLQ,
 		"--group", e.Group, "--instance-id", instance, "--server-id", "1", "--worker-id", "1",
 		"--max-record-bytes", fmt.Sprint(MaxRecordBytes), "--txn-timeout", "5s", "--http-addr", "", "--log-level", "debug"}
@@ -142,9 +145,16 @@ func (e *Env) WorkerBrokers() []string {
 // else a temporary dir of the test.
 func (e *Env) StartWorker(t testing.TB, instance string, extra ...string) *Process {
 	t.Helper()
+	return e.StartWorkerEnv(t, instance, nil, extra...)
+}
+
+// StartWorkerEnv is StartWorker with env (KEY=value) added to the
+// worker's environment.
+func (e *Env) StartWorkerEnv(t testing.TB, instance string, env []string, extra ...string) *Process {
+	t.Helper()
 	args := append(e.WorkerArgs(instance), extra...)
 	args = append(args, strings.Fields(os.Getenv("FLAKESTREAM_E2E_WORKER_ARGS"))...)
-	return Start(t, "worker "+instance, filepath.Join(e.logDir, sanitize(instance)+".log"), args...)
+	return StartEnv(t, "worker "+instance, filepath.Join(e.logDir, sanitize(instance)+".log"), env, args...)
 }
 
 // LogDir is where the workers' logs go.

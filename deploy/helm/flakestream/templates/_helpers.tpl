@@ -158,6 +158,34 @@ volumeMounts:
 {{- end }}
 {{- end -}}
 
+{{/*
+flakestream.lanes: the worker's --lanes as the chart renders it, from
+worker.config.lanes: a number as given, or auto (the default). With an
+autoscaler on, auto becomes min(4, autoscaling.inputPartitions ÷
+maxReplicas), so that at maxReplicas every lane has a partition (the worker's
+own auto counts only its cores and the partitions, not the other pods; 4 is
+its cap). Anything else fails the render.
+*/}}
+{{- define "flakestream.lanes" -}}
+{{- $c := default (dict) .Values.worker.config -}}
+{{- $v := "auto" -}}
+{{- if hasKey $c "lanes" -}}
+{{- $v = toString (index $c "lanes") -}}
+{{- end -}}
+{{- $a := .Values.autoscaling -}}
+{{- if eq $v "auto" -}}
+{{- if and (or $a.keda.enabled $a.hpa.enabled) (ge (int $a.inputPartitions) 1) (ge (int $a.maxReplicas) 1) -}}
+{{- min 4 (max 1 (div (int $a.inputPartitions) (int $a.maxReplicas))) -}}
+{{- else -}}
+auto
+{{- end -}}
+{{- else if regexMatch "^[1-9][0-9]*$" $v -}}
+{{- $v -}}
+{{- else -}}
+{{- fail (printf "worker.config.lanes %q: want auto or a number of at least 1" $v) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* flakestream.scalingCheck fails the render on autoscaling values that cannot work. */}}
 {{- define "flakestream.scalingCheck" -}}
 {{- $a := .Values.autoscaling -}}
@@ -168,7 +196,7 @@ volumeMounts:
 {{- if lt (int $a.inputPartitions) 1 -}}
 {{- fail "autoscaling.inputPartitions: set it to the input topics' partitions (added up); maxReplicas may not exceed it" -}}
 {{- end -}}
-{{- $lanes := int (default 1 (index (default (dict) .Values.worker.config) "lanes")) -}}
+{{- $lanes := int (include "flakestream.lanes" .) -}}
 {{- if gt (mul (int $a.maxReplicas) $lanes) (int $a.inputPartitions) -}}
 {{- if gt $lanes 1 -}}
 {{- fail (printf "autoscaling.maxReplicas %d × worker.config.lanes %d is larger than autoscaling.inputPartitions %d: each lane is a group member, and a member beyond the partitions has nothing to read" (int $a.maxReplicas) $lanes (int $a.inputPartitions)) -}}
