@@ -19,8 +19,9 @@ var ErrRefused = errors.New("pipeline: a broker refused a record")
 
 // refusal is how far a record refused at produce has gone, by input
 // record. Each refusal moves it one step on, so a record costs at most
-// four attempts of its batch, and the batch then commits or the worker
-// stops with a clear error.
+// four attempts of its batch (six if, taken alone once, it is refused with
+// others again: see rejecter.accepted), and the batch then commits or the
+// worker stops with a clear error.
 type refusal uint8
 
 const (
@@ -64,7 +65,13 @@ type rejecter struct {
 	state  map[string]refusal
 	reason map[string]string // the last refusal of each record, for its dead letter
 	failed map[string]bool   // refused in the open attempt; true: produced alone
-	active atomic.Bool       // state is not empty: the batch must look records up
+	// cleared are records of state alone that a broker took alone: not
+	// at fault, so the next attempt produces them with the others again.
+	// clearedOnce holds every record ever cleared: one refused again
+	// with others stays alone for good, so attempts stay bounded even if
+	// only the company it keeps makes a record batch refused.
+	cleared, clearedOnce map[string]bool
+	active               atomic.Bool // state is not empty: the batch must look records up
 	// tooLarge: a record batch was refused as too large, so a limit
 	// learnt at the start of the session no longer holds.
 	tooLarge atomic.Bool
@@ -95,7 +102,7 @@ func (j *rejecter) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
 	if j.failed == nil {
 		j.failed = map[string]bool{}
 	}
-	j.failed[src] = j.failed[src] || j.state[src] >= alone
+	j.failed[src] = j.failed[src] || (j.state[src] >= alone && !j.cleared[src])
 	if j.reason == nil {
 		j.reason = map[string]string{}
 	}
@@ -122,10 +129,14 @@ func (j *rejecter) aborted() {
 	j.rerouted.Store(true)
 	if j.state == nil || len(j.state) > maxRefusals {
 		j.state = map[string]refusal{}
+		clear(j.cleared)
+		clear(j.clearedOnce)
 	}
 	for src, wasAlone := range j.failed {
 		s := j.state[src]
 		switch {
+		case j.cleared[src]:
+			delete(j.cleared, src) // alone again, and for good
 		case s == unrefused && !wasAlone && len(j.failed) > 1:
 			j.state[src] = alone
 		case s < rejected:
@@ -139,14 +150,39 @@ func (j *rejecter) aborted() {
 }
 
 // of returns what happened to the input record named src before, and the
-// last refusal's text.
+// last refusal's text. A cleared record is unrefused.
 func (j *rejecter) of(src []byte) (refusal, string) {
 	if !j.active.Load() {
 		return unrefused, ""
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.cleared[string(src)] {
+		return unrefused, ""
+	}
 	return j.state[string(src)], j.reason[string(src)]
+}
+
+// accepted notes that a broker took record r, produced alone. If it was
+// alone for having been in a refused record batch, it was not the cause:
+// the next attempt, if the batch aborts again (for the record that was),
+// produces it with the others instead of alone again, once. Without this
+// every record of a refused record batch costs two round trips of its own,
+// one in the attempt that finds the culprit and one in the attempt after.
+func (j *rejecter) accepted(r *kgo.Record) {
+	if !j.active.Load() {
+		return
+	}
+	src := lastHeader(r, codec.HeaderSource)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.state[src] != alone || j.clearedOnce[src] {
+		return
+	}
+	if j.cleared == nil {
+		j.cleared, j.clearedOnce = map[string]bool{}, map[string]bool{}
+	}
+	j.cleared[src], j.clearedOnce[src] = true, true
 }
 
 // committed forgets the records of a committed batch.
@@ -159,6 +195,8 @@ func (j *rejecter) committed(srcs func(yield func(string) bool)) {
 	for src := range srcs {
 		delete(j.state, src)
 		delete(j.reason, src)
+		delete(j.cleared, src)
+		delete(j.clearedOnce, src)
 	}
 	if len(j.state) == 0 {
 		j.active.Store(false)

@@ -67,3 +67,39 @@ func TestRejecterSteps(t *testing.T) {
 		t.Fatalf("hopeless: %v, want ErrFatal and ErrRefused", err)
 	}
 }
+
+// A record of a refused record batch that a broker then takes alone is
+// not the cause: the next attempt produces it with the others. Refused
+// with others again, it stays alone for good, so the attempts stay
+// bounded.
+func TestRejecterClearsARecordTakenAlone(t *testing.T) {
+	var j rejecter
+	attempt := func(srcs ...string) {
+		j.begin()
+		for _, s := range srcs {
+			j.OnProduceRecordUnbuffered(refusedRecord(s), kerr.InvalidTimestamp)
+		}
+		j.aborted()
+	}
+	state := func(src string) refusal { s, _ := j.of([]byte(src)); return s }
+
+	attempt("in/0/1", "in/0/2", "in/0/3")
+	j.accepted(refusedRecord("in/0/1")) // taken alone, before the culprit
+	attempt("in/0/2")                   // refused alone: the culprit
+	if state("in/0/1") != unrefused || state("in/0/2") != rejected || state("in/0/3") != alone {
+		t.Fatalf("after the culprit: %d %d %d, want unrefused, rejected, alone", state("in/0/1"), state("in/0/2"), state("in/0/3"))
+	}
+	// Refused with others again: alone, and never cleared again.
+	attempt("in/0/1", "in/0/3")
+	if state("in/0/1") != alone {
+		t.Fatalf("a cleared record refused with others: %d, want alone", state("in/0/1"))
+	}
+	j.accepted(refusedRecord("in/0/1"))
+	if state("in/0/1") != alone {
+		t.Fatal("a record was cleared twice")
+	}
+	j.accepted(refusedRecord("in/0/2")) // a dead letter taken alone: still rejected
+	if state("in/0/2") != rejected {
+		t.Fatalf("a rejected record's dead letter cleared it: %d", state("in/0/2"))
+	}
+}

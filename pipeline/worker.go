@@ -163,6 +163,7 @@ func (w *Worker) Process(ctx context.Context, tx *eos.Tx, fetches kgo.Fetches) e
 			}
 			return err
 		}
+		w.rejecter.accepted(r)
 		return nil
 	}
 	if err := w.batch.process(ctx, func(r *kgo.Record) { tx.Produce(ctx, r) }); err != nil {
@@ -201,8 +202,8 @@ func (w *Worker) Aborted() { w.rejecter.aborted() }
 
 // Rerouted implements eos.Rerouter: after an attempt in which a broker
 // refused records, the next attempt produces them alone or dead-letters
-// them, which no backoff helps; each record takes at most four attempts
-// before its batch commits or the worker stops (see refusal).
+// them, which no backoff helps; each record takes a bounded number of
+// attempts before its batch commits or the worker stops (see refusal).
 func (w *Worker) Rerouted() bool { return w.rejecter.rerouted.Swap(false) }
 
 // assigning counts the numbers the batch takes, which it gives to records

@@ -51,7 +51,7 @@ func registryStorms(t *testing.T, secs int) {
 	for i, vf := range []codec.ValueFormat{codec.ValueAvro, codec.ValueProtobuf} {
 		e := stormEnv(t)
 		f := registryFlavor(t, cl, reg.URL(), e, vf)
-		runs = append(runs, beginStorm(t, e, "poison storm: "+string(vf)+" through a schema registry, 10% hostile", secs, f, &lats[i]))
+		runs = append(runs, beginStorm(t, e, string(vf), "poison storm: "+string(vf)+" through a schema registry, 10% hostile", secs, f, &lats[i]))
 	}
 	writeBoth(t, runs...)
 	for i, r := range runs {

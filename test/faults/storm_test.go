@@ -238,8 +238,8 @@ func TestFaultPoisonStorm(t *testing.T) {
 		rare = &stormRejected // kfake takes the topic setting but does not enforce it
 	}
 	var cleanLat, stormLat latencies
-	rc := beginStorm(t, clean, "poison storm: clean run beside it (the p99 baseline)", secs, stormFlavor{good: stormGood, args: args}, &cleanLat)
-	r := beginStorm(t, e, "poison storm: 10% bad records of every class", secs,
+	rc := beginStorm(t, clean, "clean", "poison storm: clean run beside it (the p99 baseline)", secs, stormFlavor{good: stormGood, args: args}, &cleanLat)
+	r := beginStorm(t, e, "storm", "poison storm: 10% bad records of every class", secs,
 		stormFlavor{good: stormGood, poisons: stormPoisons(), rare: rare, args: args}, &stormLat)
 	writeBoth(t, rc, r)
 	bound := time.Duration(secs)*time.Second + 3*time.Minute
@@ -279,7 +279,7 @@ type stormRun struct {
 // beginStorm starts a worker for a storm of secs seconds, and its tail;
 // writeBoth (or write) then writes it, and finish accounts for it. lat
 // holds the latencies once the run is accounted for.
-func beginStorm(t *testing.T, e *harness.Env, fault string, secs int, f stormFlavor, lat *latencies) *stormRun {
+func beginStorm(t *testing.T, e *harness.Env, instance, fault string, secs int, f stormFlavor, lat *latencies) *stormRun {
 	n := stormRate * secs
 	setup := fmt.Sprintf("1 worker, 4 partitions; output max.message.bytes %d, message.timestamp.before.max.ms %s, DLQ %d; %d orders at %d/s",
 		stormOut, stormTimestampBound, stormDLQ, n, stormRate)
@@ -296,7 +296,10 @@ func beginStorm(t *testing.T, e *harness.Env, fault string, secs int, f stormFla
 	metrics := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	r := begin(t, e, fault, setup, append([]string{"--allowed-servers", "1", "--allowed-workers", "1", "--http-addr", metrics}, f.args...)...)
 	r.beforeStop = func() { r.result.Extra["phases"] = scrapePhases(t, metrics) }
-	r.p.start("a")
+	// Runs side by side share the test's log dir: each names its worker
+	// and timeline.
+	r.timeline = "timeline-" + instance + ".csv"
+	r.p.start(instance)
 	cl := e.Kafka.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerLinger(0))
 	return &stormRun{run: r, flavor: f, n: n, tail: startTail(t, e), lat: lat, cl: cl}
 }

@@ -19,6 +19,7 @@
 package faults_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -278,6 +279,10 @@ type run struct {
 	// workers still run (to read their metrics); beforeRecord, if set,
 	// after also, just before the result is recorded.
 	beforeStop, beforeRecord func()
+	// timeline is the file in the log dir the monitor's samples go to;
+	// runs side by side in one test each name their own. Default
+	// timeline.csv.
+	timeline string
 }
 
 func begin(t *testing.T, e *harness.Env, fault, setup string, workerArgs ...string) *run {
@@ -368,7 +373,7 @@ func (r *run) finish(bound time.Duration) {
 	r.result.SetReport(rep)
 	r.crossCheck(rep)
 	r.result.SetTimeline(r.m, r.start)
-	if err := r.m.WriteCSV(filepath.Join(r.e.LogDir(), "timeline.csv")); err != nil {
+	if err := r.m.WriteCSV(filepath.Join(r.e.LogDir(), cmp.Or(r.timeline, "timeline.csv"))); err != nil {
 		t.Errorf("timeline: %v", err)
 	}
 	r.result.WorkerExits = r.p.exitCount()
