@@ -132,41 +132,53 @@ func (c *Codec) Inspect(value []byte) Inspection {
 			msg: "value is larger than the configured limit (MaxBytes); it was not scanned"}
 	}
 	s := scanner{data: value, field: c.field, maxDepth: c.maxDepth, maxElems: c.maxElems}
-	if !s.scan() {
-		return Inspection{class: s.class, at: s.errAt, msg: s.msg}
+	return c.inspection(value, s.scan(), &s.scanResult)
+}
+
+// inspection is the Inspection of value from its scan: ok, and what the
+// scan found, r.
+func (c *Codec) inspection(value []byte, ok bool, r *scanResult) Inspection {
+	if !ok {
+		return Inspection{class: r.class, at: r.errAt, msg: r.msg}
 	}
-	if s.dupAt != 0 {
-		return Inspection{field: c.field, class: ClassDuplicateField, at: s.dupAt,
+	if r.dupAt != 0 {
+		return Inspection{field: c.field, class: ClassDuplicateField, at: r.dupAt,
 			msg: "appears more than once at the top level; keep one"}
 	}
-	if s.keyAt == 0 {
-		return Inspection{Kind: NeedsNumber, size: len(value), insertAt: s.insertAt, empty: s.members == 0}
+	if r.keyAt == 0 {
+		return Inspection{Kind: NeedsNumber, size: len(value), insertAt: r.insertAt, empty: r.members == 0}
 	}
-	v := value[s.valStart:s.valEnd]
+	return c.inspectNumber(value, r.valStart, r.valEnd, r.valEsc)
+}
+
+// inspectNumber is the Inspection of value whose number field's value is
+// value[start:end], a string with escapes if esc.
+func (c *Codec) inspectNumber(value []byte, start, end int, esc bool) Inspection {
+	v := value[start:end]
 	var (
 		n   int64
 		msg string
 	)
 	switch v[0] {
 	case 'n':
-		return Inspection{Kind: NeedsNumber, size: len(value), replace: true, repAt: s.valStart, repEnd: s.valEnd}
+		return Inspection{Kind: NeedsNumber, size: len(value), replace: true, repAt: start, repEnd: end}
 	case '"':
-		n, msg = parseDigitString(v[1:len(v)-1], s.valEsc)
+		n, msg = parseDigitString(v[1:len(v)-1], esc)
 	case 't', 'f', '{', '[':
 		msg = "holds " + typeName(v[0]) + ", want a string of decimal digits, an integer or null"
 	default:
 		n, msg = parseDigits(v)
 	}
 	if msg != "" {
-		return Inspection{field: c.field, class: ClassInvalidNumber, at: s.valStart, msg: msg}
+		return Inspection{field: c.field, class: ClassInvalidNumber, at: start, msg: msg}
 	}
 	if c.valid != nil {
 		if err := c.valid(n); err != nil {
-			return Inspection{field: c.field, class: ClassInvalidNumber, at: s.valStart,
+			return Inspection{field: c.field, class: ClassInvalidNumber, at: start,
 				msg: "number rejected by the configured check", cause: err}
 		}
 	}
-	return Inspection{Kind: HasNumber, Number: n, size: len(value), replace: true, repAt: s.valStart, repEnd: s.valEnd}
+	return Inspection{Kind: HasNumber, Number: n, size: len(value), replace: true, repAt: start, repEnd: end}
 }
 
 func typeName(c byte) string {

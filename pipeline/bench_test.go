@@ -130,7 +130,8 @@ func benchBatchProcess(b *testing.B, vf codec.ValueFormat) {
 	if err := c.validateCodec(); err != nil {
 		b.Fatal(err)
 	}
-	bt := &batch{cfg: c, numberer: idgen.NewPrefetcher(g, 20000, 4096, time.Second), outParts: 4, dlqParts: 4}
+	bt := &batch{cfg: c, numberer: idgen.NewPrefetcher(g, 20000, 4096, time.Second), outParts: 4, dlqParts: 4,
+		outMax: 1 << 20, dlqMax: 1 << 20, rejecter: &rejecter{}}
 	var fs kgo.Fetches
 	fs = append(fs, kgo.Fetch{Topics: []kgo.FetchTopic{{Topic: "in", Partitions: []kgo.FetchPartition{{Partition: 0, Records: recs}}}}})
 	// One batch ahead: the output schema is registered and cached.

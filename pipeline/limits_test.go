@@ -2,7 +2,9 @@ package pipeline
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -106,5 +108,17 @@ func TestBatchBytesIsTheProducersAndBrokersLimit(t *testing.T) {
 				t.Fatalf("a record of %d batch bytes to a topic of max.message.bytes %d: %v, want MESSAGE_TOO_LARGE from the broker", limit+5, limit, err)
 			}
 		})
+	}
+}
+
+// TestVarintLen holds varintLen to the encoder's length around every
+// boundary of a byte, negative numbers included.
+func TestVarintLen(t *testing.T) {
+	for _, n := range []int{0, 1, -1, 63, 64, -64, -65, 8191, 8192, 1 << 20, -(1 << 20), 1<<31 - 1, -1 << 31, math.MaxInt64, math.MinInt64} {
+		for _, m := range []int{n - 1, n, n + 1} {
+			if got, want := varintLen(m), len(binary.AppendVarint(nil, int64(m))); got != want {
+				t.Errorf("varintLen(%d) = %d, want %d", m, got, want)
+			}
+		}
 	}
 }
