@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/internal/kprobe"
+	"github.com/flakestream/flakestream/internal/tlskey"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kversion"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -27,6 +29,7 @@ const (
 	flagKafkaTLSCA      = "kafka-tls-ca"
 	flagKafkaTLSCert    = "kafka-tls-cert"
 	flagKafkaTLSKey     = "kafka-tls-key"
+	flagKafkaTLSKeyPass = "kafka-tls-key-password"
 	flagKafkaTLSServer  = "kafka-tls-server-name"
 	flagSASLMechanism   = "sasl-mechanism"
 	flagSASLUser        = "sasl-user"
@@ -64,6 +67,7 @@ func (k *kafkaConfig) flags() []cli.Flag {
 		"PEM `FILE` of CAs to trust for Kafka TLS (default: the system pool)",
 		"PEM `FILE` of a client certificate for Kafka mTLS",
 		"PEM `FILE` of the client certificate's key"), []cli.Flag{
+		k.tlsFiles.keyPasswordFlag(flagKafkaTLSKeyPass, "password of --"+flagKafkaTLSKey+" when it is encrypted (PKCS#8 with PBES2 and AES, as openssl pkcs8 -topk8 -v2 aes256 writes it) (prefer FLAKESTREAM_KAFKA_TLS_KEY_PASSWORD to a flag)"),
 		k.tlsFiles.serverNameFlag(flagKafkaTLSServer, "name every broker's certificate must carry, when it is not the host dialled (default: each broker's host, from --brokers and the metadata)"),
 		stringFlag(flagSASLMechanism, &k.saslMechanism, "", "Kafka SASL mechanism: plain, scram-sha-256, scram-sha-512, oauthbearer (OIDC client credentials, --sasl-oauth-*) or aws_msk_iam (the AWS SDK's default credentials) (default: none)"),
 		stringFlag(flagSASLUser, &k.user, "", "SASL user name"),
@@ -90,7 +94,9 @@ func brokersFlag(dst *cli.StringSlice, value []string, usage string) cli.Flag {
 // users know which flag to fix.
 type tlsFiles struct {
 	ca, cert, key, serverName string
+	keyPassword               string // of an encrypted key; "" for none
 	flagCA, flagCert, flagKey string
+	flagKeyPassword           string
 }
 
 // flags returns the three flags, named and described as given.
@@ -101,6 +107,12 @@ func (t *tlsFiles) flags(ca, cert, key, caUsage, certUsage, keyUsage string) []c
 		stringFlag(cert, &t.cert, "", certUsage),
 		stringFlag(key, &t.key, "", keyUsage),
 	}
+}
+
+// keyPasswordFlag returns the flag of the key's password, named as given.
+func (t *tlsFiles) keyPasswordFlag(name, usage string) cli.Flag {
+	t.flagKeyPassword = name
+	return stringFlag(name, &t.keyPassword, "", usage)
 }
 
 // serverNameFlag returns the flag of the server name, named as given.
@@ -126,8 +138,11 @@ func (t *tlsFiles) config() (*tls.Config, error) {
 		}
 	}
 	if t.cert != "" {
-		pair, err := tls.LoadX509KeyPair(t.cert, t.key)
+		pair, err := tlskey.LoadX509KeyPair(t.cert, t.key, []byte(t.keyPassword))
 		if err != nil {
+			if t.flagKeyPassword != "" && (errors.Is(err, tlskey.ErrNoPassword) || errors.Is(err, tlskey.ErrPassword)) {
+				return nil, fmt.Errorf("--%s/--%s: %w (check --%s)", t.flagCert, t.flagKey, err, t.flagKeyPassword)
+			}
 			return nil, fmt.Errorf("--%s/--%s: %w", t.flagCert, t.flagKey, err)
 		}
 		cfg.Certificates = []tls.Certificate{pair}
@@ -150,7 +165,7 @@ func (k *kafkaConfig) principal() string {
 		return "User:" + k.user
 	}
 	if k.tlsFiles.cert != "" {
-		if pair, err := tls.LoadX509KeyPair(k.tlsFiles.cert, k.tlsFiles.key); err == nil && len(pair.Certificate) > 0 {
+		if pair, err := tlskey.LoadX509KeyPair(k.tlsFiles.cert, k.tlsFiles.key, []byte(k.tlsFiles.keyPassword)); err == nil && len(pair.Certificate) > 0 {
 			if c, err := x509.ParseCertificate(pair.Certificate[0]); err == nil {
 				return "User:" + c.Subject.String()
 			}
