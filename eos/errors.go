@@ -87,3 +87,11 @@ func coordinatorStarting(err error) bool {
 	return errors.Is(err, kerr.CoordinatorNotAvailable) || errors.Is(err, kerr.CoordinatorLoadInProgress) ||
 		errors.Is(err, kerr.NotCoordinator)
 }
+
+// producerGone reports whether err says that the client's producer ID and
+// epoch are no longer the coordinator's: the client cannot use them again,
+// and only a new client (a new InitProducerID) can.
+func producerGone(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.InvalidProducerIDMapping)
+}

@@ -181,6 +181,13 @@ func (l *Loop) transactional(ctx context.Context, r *retry) error {
 			// good, and one on an output partition must be gone before
 			// the next produce. Nothing is polled while it fails.
 			if err := l.cfg.BeforeProduce(ctx, cl, guardParts); err != nil {
+				if producerGone(err) {
+					// The coordinator moved the producer's epoch
+					// on under this client (it timed out the
+					// guard's own cleanup transaction): retrying
+					// with the client's epoch fails for good.
+					return fmt.Errorf("%w: orphaned-transaction guard: %w", errRestartSession, err)
+				}
 				if stop, err := r.after(ctx, guardError(err)); stop {
 					return err
 				}

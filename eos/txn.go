@@ -78,11 +78,24 @@ func (l *Loop) transact(ctx context.Context, sess *kgo.GroupTransactSession, fet
 		if err := l.step.Process(ctx, tx, fetches); err != nil {
 			// End with TryAbort also rewinds the consumer to the
 			// committed offsets.
-			if _, aerr := sess.End(endCtx, kgo.TryAbort); aerr != nil {
-				l.cfg.Logger.Error("abort transaction", "err", aerr)
-			}
+			_, aerr := sess.End(endCtx, kgo.TryAbort)
 			l.abort(true)
-			return false, l.rerouted(err)
+			err = l.rerouted(err)
+			switch {
+			case aerr == nil:
+				return false, err
+			case errors.Is(err, ErrFatal):
+				l.cfg.Logger.Error("abort transaction", "err", aerr)
+				return false, err
+			}
+			// The client could not abort: its producer ID is dead (the
+			// coordinator aborted the transaction for its timeout and
+			// bumped the epoch while the step ran, so a produce met
+			// INVALID_PRODUCER_EPOCH and the abort PRODUCER_FENCED)
+			// or in an unknown state. Every later request with it,
+			// the orphan guard's first, fails the same way; a new
+			// session initializes the producer ID again.
+			return false, fmt.Errorf("%w; %w", err, l.txnError("abort transaction", aerr))
 		}
 	}
 	times.processEnd = time.Now()
