@@ -17,7 +17,7 @@ build:
 	$(GO) build -o bin/flakestream .
 
 test:
-	$(GO) test $(TESTFLAGS) $(PKGS)
+	$(GO) test $(TESTFLAGS) -skip '$(SECURE_SKIP)' $(PKGS)
 	$(MAKE) test-helm
 
 # The Helm chart (deploy/helm/flakestream): lint, render with the default
@@ -77,7 +77,7 @@ test-kafka:
 	trap "scripts/kafka-local stop --pid-file $$pid" EXIT INT TERM; \
 	echo "test-kafka: Apache Kafka at $$addr"; \
 	KAFKA_BROKERS=$$addr FLAKESTREAM_KAFKA_LOCAL=1 FLAKESTREAM_ARTIFACTS=$(abspath $(ARTIFACTS)) \
-		$(GO) test $(E2EFLAGS) -skip '^TestCluster' $(E2E_PKGS); \
+		$(GO) test $(E2EFLAGS) -skip '^TestCluster|$(SECURE_SKIP)' $(E2E_PKGS); \
 	echo "test-kafka: replay and idempotency on Apache Kafka"; \
 	KAFKA_BROKERS=$$addr $(GO) test -count=1 -timeout 10m -run '$(REPLAY_TESTS)' ./pipeline/ ./replay/ ./test/process/ .
 	$(MAKE) test-kafka-cluster
@@ -115,16 +115,23 @@ test-kafka-cluster:
 	FLAKESTREAM_KAFKA_LOCAL=1 FLAKESTREAM_ARTIFACTS=$(abspath $(ARTIFACTS)) \
 		$(GO) test $(CLUSTERFLAGS) -run '^TestCluster' $(E2E_PKGS)
 
-# The secured stage alone: each test on a broker of its own from
+# The secured stage: each test on a broker of its own from
 # `scripts/kafka-local start --secure` (SASL_SSL, SCRAM and PLAIN, a CA it
-# makes, StandardAuthorizer; one test on a secured 3-node cluster), the
-# worker under docs/security.md's ACLs only: the orphan guard with no right
-# on the cluster, each ACL revoked mid-run, and OAUTHBEARER against a JWKS
-# the test serves (TestWorkerOAuthBearer). `make test` runs the same
-# tests where java and the Kafka jars are there (always in .ci/run).
-SECURE_TESTS ?= TestSecureKafka|TestACLTable|TestGuardOnRealKafka|TestWorkerRevokedACLEndsWithOneLine|TestWorkerOAuthBearer
+# makes, client certificates, StandardAuthorizer; one test on a secured
+# 3-node cluster), each command signed in as a principal holding only its
+# rows of docs/security.md's ACL table: the orphan guard with no right on
+# the cluster, each of the worker's ACLs revoked mid-run, OAUTHBEARER
+# against a JWKS the test serves (TestWorkerOAuthBearer), and the suite's
+# rows (TestSecureRows: the pipeline, worker SIGKILL, broker SIGKILL, and
+# replay, verify and audit, each also refused without one of its rows).
+# The tests that start a secured broker run here only: make test and
+# test-kafka skip them (SECURE_SKIP).
+SECURE_TESTS ?= TestSecureKafka|TestACLTable|TestGuardOnRealKafka|TestWorkerRevokedACLEndsWithOneLine|TestWorkerOAuthBearer|TestSecureRows
+SECURE_SKIP  ?= ^(TestSecureKafka|TestSecureKafkaCluster|TestGuardOnRealKafka|TestWorkerRevokedACLEndsWithOneLine|TestWorkerOAuthBearer|TestSecureRows)$$
 test-kafka-secure:
-	FLAKESTREAM_KAFKA_LOCAL=1 $(GO) test -count=1 -timeout 20m -v -run '$(SECURE_TESTS)' ./test/testenv/ ./eos/txnguard/ ./test/process/
+	@mkdir -p $(ARTIFACTS)
+	FLAKESTREAM_KAFKA_LOCAL=1 FLAKESTREAM_ARTIFACTS=$(abspath $(ARTIFACTS)) \
+		$(GO) test -count=1 -timeout 25m -v -run '$(SECURE_TESTS)' ./test/testenv/ ./eos/txnguard/ ./test/process/ ./test/faults/
 
 lint: fmt vet staticcheck lint-helm lint-bench
 

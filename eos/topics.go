@@ -137,7 +137,7 @@ func (s *Session) listTopics(ctx context.Context, topics []string) (kadm.TopicDe
 	var details kadm.TopicDetails
 	var err error
 	for attempt := 0; ; attempt++ {
-		details, err = s.Admin.ListTopics(ctx, topics...)
+		details, err = kafkaacl.ListTopics(ctx, s.Admin, topics...)
 		if err == nil || ctx.Err() != nil || attempt == 20 || IsFatalKafka(err) {
 			break
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flakestream/flakestream/internal/kafkaacl"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -174,6 +175,11 @@ func listed(l kadm.ListedOffsets, err error) (map[string]offsets, error) {
 	out := map[string]offsets{}
 	var errs []error
 	l.Each(func(o kadm.ListedOffset) {
+		if kafkaacl.Is(o.Err) {
+			errs = append(errs, kafkaacl.Classify(fmt.Errorf("verify: list offsets of %s: %w", o.Topic, o.Err), "ListOffsets",
+				kafkaacl.Target{Type: kafkaacl.Topic, Name: o.Topic, Operation: "READ"}))
+			return
+		}
 		if o.Err != nil {
 			errs = append(errs, fmt.Errorf("%w: %s: %w", ErrTopic, o.Topic, o.Err))
 			return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flakestream/flakestream/internal/kafkaacl"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -60,7 +61,8 @@ func groupOffsets(ctx context.Context, adm *kadm.Client, group string) (map[stri
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("verify: committed offsets of group %s: %w", group, err)
+		return nil, kafkaacl.Classify(fmt.Errorf("verify: committed offsets of group %s: %w", group, err), "OffsetFetch",
+			kafkaacl.Target{Type: kafkaacl.Group, Name: group, Operation: "DESCRIBE"})
 	}
 	out := map[string]map[int32]int64{}
 	resp.Each(func(o kadm.OffsetResponse) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -151,28 +153,52 @@ func (t *tlsFiles) config() (*tls.Config, error) {
 }
 
 // principal is who the brokers see these settings sign in as, spelled as
-// kafka-acls takes it: User:<--sasl-user>; with oauthbearer, User:<the sub
-// claim of the token opts fetched> ("" before); without SASL, the client
-// certificate's subject (Kafka's default for TLS); else User:ANONYMOUS.
+// kafka-acls takes it: User:<--sasl-user> for PLAIN and SCRAM; with
+// oauthbearer, User:<the sub claim of the token opts fetched> ("" before);
+// without SASL, the client certificate's subject as Kafka's default
+// principal builder names it (the distinguished name in RFC 2253 form, the
+// last RDN first, as Java's X500Principal.getName prints it; a broker with
+// ssl.principal.mapping.rules maps it further); User:ANONYMOUS on a
+// connection with neither. "" where the flags do not say it (AWS_MSK_IAM:
+// the IAM identity; a certificate that does not load): the line then says
+// "your principal".
 func (k *kafkaConfig) principal() string {
-	if strings.EqualFold(k.saslMechanism, mechOAuthBearer) {
+	switch strings.ToLower(k.saslMechanism) {
+	case "":
+	case mechOAuthBearer:
 		if k.oauth != nil && k.oauth.Subject() != "" {
 			return "User:" + k.oauth.Subject()
 		}
 		return ""
-	}
-	if k.saslMechanism != "" {
+	case "plain", "scram-sha-256", "scram-sha-512":
 		return "User:" + k.user
-	}
-	if k.tlsFiles.cert != "" {
-		if pair, err := tlskey.LoadX509KeyPair(k.tlsFiles.cert, k.tlsFiles.key, []byte(k.tlsFiles.keyPassword)); err == nil && len(pair.Certificate) > 0 {
-			if c, err := x509.ParseCertificate(pair.Certificate[0]); err == nil {
-				return "User:" + c.Subject.String()
-			}
-		}
+	default:
 		return ""
 	}
+	if k.tlsFiles.cert != "" {
+		return certPrincipal(k.tlsFiles.cert, k.tlsFiles.key, []byte(k.tlsFiles.keyPassword))
+	}
 	return "User:ANONYMOUS"
+}
+
+// certPrincipal is Kafka's default principal for the client certificate
+// in certFile: User: and its subject in RFC 2253 form, read from the
+// certificate's own encoding so the RDNs keep their order; "" if it does
+// not load.
+func certPrincipal(certFile, keyFile string, keyPassword []byte) string {
+	pair, err := tlskey.LoadX509KeyPair(certFile, keyFile, keyPassword)
+	if err != nil || len(pair.Certificate) == 0 {
+		return ""
+	}
+	c, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return ""
+	}
+	var rdn pkix.RDNSequence
+	if rest, err := asn1.Unmarshal(c.RawSubject, &rdn); err != nil || len(rest) > 0 {
+		return "User:" + c.Subject.String()
+	}
+	return "User:" + rdn.String()
 }
 
 // opts turns the Kafka security flags into franz-go options.

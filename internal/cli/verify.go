@@ -149,7 +149,7 @@ func (cfg *verifyConfig) verify(c *cli.Context) (verify.Result, error) {
 	if err := cfg.kafka.reach(c.Context, log); err != nil {
 		return verify.Result{}, err
 	}
-	res, err := verify.Run(c.Context, verify.Config{Brokers: s.Brokers, KafkaOpts: s.KafkaOpts, Inputs: inputs,
+	res, err := verify.Run(c.Context, verify.Config{Brokers: s.Brokers, KafkaOpts: s.KafkaOpts, Principal: s.Principal, Inputs: inputs,
 		Output: cc.outputTopic, DLQ: dlq, OptionalDLQ: optional, From: from, To: to, AllPartitions: cfg.allPartitions, Group: cfg.group, Wait: cfg.wait, Format: f, Progress: prog.update,
 		Log: log, StallTimeout: cfg.stallTimeout, Planned: limitMemory})
 	prog.finish(err == nil)

@@ -5,10 +5,13 @@
 package kafkaacl
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -150,4 +153,28 @@ func WithPrincipal(err error, principal string) error {
 		e.Principal = principal
 	}
 	return err
+}
+
+// ListTopics is adm.ListTopics, except that a topic the principal may not
+// describe is a TopicDetail holding its refusal, not the error of the whole
+// listing as kadm has it, so that the line about the refusal can name the
+// topic: after a refused listing it lists each topic alone.
+func ListTopics(ctx context.Context, adm *kadm.Client, topics ...string) (kadm.TopicDetails, error) {
+	all, err := adm.ListTopics(ctx, topics...)
+	if !Is(err) {
+		return all, err
+	}
+	out := kadm.TopicDetails{}
+	for _, t := range topics {
+		d, err := adm.ListTopics(ctx, t)
+		switch {
+		case Is(err):
+			out[t] = kadm.TopicDetail{Topic: t, Err: err}
+		case err != nil:
+			return nil, err
+		default:
+			maps.Copy(out, d)
+		}
+	}
+	return out, nil
 }

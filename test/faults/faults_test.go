@@ -72,7 +72,16 @@ func testCrashes(t *testing.T, static bool, lanes int) {
 	r.p.start("crashy")
 	r.stream(harness.StreamConfig{Records: n, Rate: rate, Mix: orders.Mix{BadPerMille: 2, NumberedPerMille: 2}})
 	flow := time.Duration(float64(n) / float64(rate) * float64(time.Second))
-	for i, at := range r.spread(3, flow/10, flow) {
+	r.crashes(3, "crashy", lanes, flow, n)
+	r.finish(flow + 2*time.Minute)
+}
+
+// crashes kills instance (of lanes lanes) with SIGKILL k times while the
+// stream of n orders flows for flow, at random moments, and restarts it at
+// once under the same --instance-id.
+func (r *run) crashes(k int, instance string, lanes int, flow time.Duration, n int) {
+	r.t.Helper()
+	for i, at := range r.spread(k, flow/10, flow) {
 		r.sleepUntil(at)
 		// Each kill hits a worker that works: the one restarted before
 		// has joined the group and committed since. A worker killed while
@@ -81,14 +90,13 @@ func testCrashes(t *testing.T, static bool, lanes int) {
 		// timer, and when it is not the leader nothing ever removes it, so
 		// its share of the partitions never moves again (Apache Kafka
 		// expires it one session timeout after the join completes).
-		r.waitWorking("crashy", lanes, 90*time.Second)
+		r.waitWorking(instance, lanes, 90*time.Second)
 		f := r.m.Begin(fmt.Sprintf("SIGKILL %d, restart", i+1))
-		r.p.kill("crashy")
-		r.p.start("crashy")
+		r.p.kill(instance)
+		r.p.start(instance)
 		r.m.End(f)
-		t.Logf("killed and restarted the worker at %s (%d of %d orders written)", fmtDur(time.Since(r.start)), r.s.Acked(), n)
+		r.t.Logf("killed and restarted the worker at %s (%d of %d orders written)", fmtDur(time.Since(r.start)), r.s.Acked(), n)
 	}
-	r.finish(flow + 2*time.Minute)
 }
 
 // A rolling upgrade of the lane count, both ways, mid-stream: a worker of

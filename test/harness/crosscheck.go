@@ -32,7 +32,7 @@ func (e *Env) VerifyProcess(t testing.TB, timeout time.Duration) (pverify.Report
 	err := cmd.Run()
 	var ee *exec.ExitError
 	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
-		return pverify.Report{}, fmt.Errorf("flakestream %s: %w: %s", strings.Join(args, " "), err, Tail(stderr.String(), 1000))
+		return pverify.Report{}, fmt.Errorf("flakestream verify on %s: %w: %s", e.Output, err, Tail(stderr.String(), 1000))
 	}
 	var c pverify.Report
 	if err := json.Unmarshal(stdout.Bytes(), &c); err != nil {

@@ -41,7 +41,8 @@ type Env struct {
 	// through Codec.
 	Format codec.Format
 	// VerifyArgs are more flags for VerifyProcess's `flakestream verify`:
-	// the value format and registry the worker ran with.
+	// the value format and registry the worker ran with; on a secured
+	// broker, the sign-in of verify's principal.
 	VerifyArgs []string
 
 	mu     sync.Mutex
