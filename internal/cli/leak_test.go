@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,8 +28,9 @@ import (
 var secretName = regexp.MustCompile(`password|secret|passphrase|credential|(^|-)token$`)
 
 // leakCommands are the commands TestNoSecretLeaks runs: the long-running
-// ones, which serve HTTP.
-var leakCommands = []string{"run", "audit"}
+// ones, which serve HTTP, and the ones that end by themselves, which print
+// a report or numbers and log.
+var leakCommands = []string{"run", "audit", "replay", "verify", "gen"}
 
 // secretFlags are the flags of cmd that take a secret, found from their
 // definitions: values, whose name says so, and URLs, whose usage says they
@@ -98,17 +100,18 @@ func TestSecretFlagsArePlanted(t *testing.T) {
 	}
 }
 
-// A secret given to run or audit, in any flag or FLAKESTREAM_* variable
-// that takes one, never comes out: not on any HTTP endpoint (metrics,
-// health, the audit's page and API, every profile, the command line
-// profile), not in any log line at the most verbose level (trace, which
-// writes the debug and info lines too, and franz-go's own), not on
-// standard output, and not in the errors of a Redis that cannot be
-// reached (a Sentinel URL carrying the data nodes' and the sentinels'
-// passwords). run gets its secrets as flags (what /debug/pprof/cmdline
-// used to print), audit as variables. The secrets are the real ones:
-// the worker signs in to Kafka (SCRAM) and to Redis (an ACL user) with
-// them.
+// A secret given to run, audit, replay, verify or gen, in any flag or
+// FLAKESTREAM_* variable that takes one, never comes out: not on any HTTP
+// endpoint (metrics, health, the audit's page and API, every profile, the
+// command line profile), not in any log line at the most verbose level
+// (trace, which writes the debug and info lines too, and franz-go's own;
+// replay's and verify's progress lines), not on standard output (verify's
+// report, as text and JSON; gen's numbers), and not in the errors of a
+// Redis that cannot be reached (a Sentinel URL carrying the data nodes' and
+// the sentinels' passwords, for run and gen). run, replay, verify and gen
+// get their secrets as flags (what /debug/pprof/cmdline used to print),
+// audit as variables. The secrets are the real ones: the commands sign in
+// to Kafka (SCRAM) and to Redis (an ACL user) with them.
 func TestNoSecretLeaks(t *testing.T) {
 	redis := testenv.RedisServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -121,7 +124,7 @@ func TestNoSecretLeaks(t *testing.T) {
 	env := leakEnv{redisAddr: redis.Addr, registry: reg.URL()}
 	const user = "flakestream"
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", user, plant(flagSASLPassword)),
-		kfake.SeedTopics(2, "orders", "orders.numbered", "orders.dlq", "orders.numbered.audit"))
+		kfake.SeedTopics(2, "orders", "orders.numbered", "orders.dlq", "orders.numbered.audit", "orders.replayed", "orders.replayed.dlq"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,12 +247,49 @@ func TestNoSecretLeaks(t *testing.T) {
 	_, errOut, _ := runApp(t, "", nil, "run", "--redis", "redis+sentinel://worker:"+plant("sentinel-data-password")+"@127.0.0.1:1?sentinel_password="+plant("sentinel-password"))
 	seen.WriteString(errOut)
 
+	// The commands that end by themselves, each with its secrets as flags,
+	// at its most verbose; want is what shows that its output was read.
+	kafkaArgs := []string{"--brokers", c.ListenAddrs()[0], "--sasl-mechanism", "scram-sha-512", "--sasl-user", user,
+		"--schema-registry-user", "reg", "--log-level", "trace", "--progress-every", "1ms"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{append([]string{"replay", "--input-topic", "orders", "--output-topic", "orders.replayed", "--dlq-topic", "orders.replayed.dlq",
+			"--server-id", "1", "--worker-id", "3"}, kafkaArgs...), "replay complete"},
+		{append([]string{"verify", "--input-topic", "orders", "--output-topic", "orders.numbered", "--dlq-topic", "orders.dlq",
+			"--group", "flakestream"}, kafkaArgs...), "not_checkable"},
+		{append([]string{"verify", "--json", "--input-topic", "orders", "--output-topic", "orders.replayed", "--dlq-topic", "orders.replayed.dlq",
+			"--group", ""}, kafkaArgs...), `"exact":true`},
+		{[]string{"gen", "--count", "3", "--server-id", "1", "--worker-id", "4"}, "\n"},
+	} {
+		args := tc.args
+		for i, kv := 0, plantIn(tc.args[0]); i < len(kv); i += 2 {
+			args = append(args, "--"+kv[i], kv[i+1])
+		}
+		out, errOut, code := runApp(t, "", nil, args...)
+		if code != 0 || !strings.Contains(out+errOut, tc.want) {
+			t.Errorf("%s: exit %d, and its output lacks %q: the test would miss what it hides:\n%s", tc.args[0], code, tc.want, harness.Tail(out+errOut, 2000))
+		}
+		seen.WriteString(out + errOut)
+	}
+	// gen rides through a Redis outage: its one line says so at once.
+	gen := startApp(t, "gen", "--redis", sentinelURL)
+	if !accounting.WaitFor(time.Minute, func() bool { return strings.Contains(gen.stderr.String(), "retrying") }) {
+		t.Errorf("gen with an unreachable Sentinel said nothing:\n%s", harness.Tail(gen.stderr.String(), 2000))
+	}
+	_, _ = gen.stop(30 * time.Second)
+	seen.WriteString(gen.stdout.String() + gen.stderr.String())
+
 	all := seen.String()
-	for _, level := range []string{"level=TRACE", "level=DEBUG", "level=INFO", "heap profile:", "flakestream_audit_records_total", "flakestream_ready"} {
+	for _, level := range []string{"level=TRACE", "level=DEBUG", "level=INFO", "heap profile:", "flakestream_audit_records_total", "flakestream_ready",
+		"replay progress", "verify progress", `"input":50`} {
 		if !strings.Contains(all, level) {
 			t.Errorf("nothing with %q was read: the test would miss a leak there", level)
 		}
 	}
+	slices.Sort(secrets)
+	secrets = slices.Compact(secrets) // planted once per command
 	for _, s := range secrets {
 		if i := strings.Index(all, s); i >= 0 {
 			t.Errorf("secret %s leaked: %q", s, all[max(0, i-300):min(len(all), i+100)])
