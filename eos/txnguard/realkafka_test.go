@@ -10,6 +10,8 @@ import (
 
 	"github.com/flakestream/flakestream/internal/kafkaacl"
 	"github.com/flakestream/flakestream/test/testenv"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -45,18 +47,26 @@ func TestGuardOnRealKafka(t *testing.T) {
 		t.Fatalf("turn partition verification off: %v", err)
 	}
 	for _, tc := range []struct {
-		name          string
-		guard, commit bool
+		name                   string
+		guard, commit, ongoing bool
 	}{
-		{"aborted", true, false},
-		{"committed", true, true},
-		{"aborted-without-guard", false, false},
+		{"aborted", true, false, false},
+		{"committed", true, true, false},
+		{"ongoing", true, false, true},
+		{"aborted-without-guard", false, false, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testRealOrphans(ctx, t, k, tc.guard, tc.commit) })
+		t.Run(tc.name, func(t *testing.T) { testRealOrphans(ctx, t, k, tc.guard, tc.commit, tc.ongoing) })
 	}
 }
 
-func testRealOrphans(ctx context.Context, t *testing.T, k *testenv.KafkaCluster, guard, commit bool) {
+// testRealOrphans builds the orphans and runs the guard (if guard). With
+// commit, the old producer's last transaction commits (on out[1], which
+// then holds no orphan); with ongoing, it is left open at the coordinator
+// (Ongoing, on out[1]), as a producer that died mid-transaction leaves it.
+// The guard's metrics must say what it did: one cleanup with its marker,
+// the partitions it ended unseen (no READ), no orphan seen, and an
+// Ongoing predecessor counted by its state.
+func testRealOrphans(ctx context.Context, t *testing.T, k *testenv.KafkaCluster, guard, commit, ongoing bool) {
 	in, out, dlq := k.NewTopic(t, 1), k.NewTopic(t, 2), k.NewTopic(t, 1)
 	group := in + "-g"
 	id := "flakestream-" + group + "-worker-1" // the worker's default transactional ID
@@ -70,7 +80,7 @@ func testRealOrphans(ctx context.Context, t *testing.T, k *testenv.KafkaCluster,
 	pid, epoch := waitProducerID(ctx, t, old)
 	appendOrphan(ctx, t, old, id, out, 0, pid, epoch, "orphan-out0-0", "orphan-out0-1", "orphan-out0-2")
 	appendOrphan(ctx, t, old, id, dlq, 0, pid, epoch, "orphan-dlq0-0")
-	if !commit {
+	if !commit && !ongoing {
 		appendOrphan(ctx, t, old, id, out, 1, pid, epoch, "orphan-out1-0")
 	}
 	commitOrphanOffsets(ctx, t, old, id, group, pid, epoch, in, 7)
@@ -90,6 +100,15 @@ func testRealOrphans(ctx context.Context, t *testing.T, k *testenv.KafkaCluster,
 		}
 		want = append(want, "orphan-out0-0", "orphan-out0-1", "orphan-out0-2", "orphan-dlq0-0", "committed-out1")
 	}
+	if ongoing {
+		// The coordinator hears of this one: it stays Ongoing.
+		if err := old.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := old.ProduceSync(ctx, &kgo.Record{Topic: out, Partition: 1, Value: []byte("ongoing-out1")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if !guard {
 		want = append(want, "orphan-out0-0", "orphan-out0-1", "orphan-out0-2", "orphan-dlq0-0", "orphan-out1-0")
 	}
@@ -98,7 +117,8 @@ func testRealOrphans(ctx context.Context, t *testing.T, k *testenv.KafkaCluster,
 	}
 
 	cl := k.ClientAs(t, user, pw, kgo.TransactionalID(id), kgo.ConsumerGroup(group), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	g, err := New(nil, nil)
+	reg := prometheus.NewRegistry()
+	g, err := New(nil, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +133,10 @@ func testRealOrphans(ctx context.Context, t *testing.T, k *testenv.KafkaCluster,
 		if res.ProducerID != pid || res.Commit != commit || res.Partitions != 3 || res.Group != group || len(res.Orphans) != 0 {
 			t.Fatalf("check %+v, want producer %d, commit %v, 3 partitions and the group, no orphans seen (no READ on the outputs)", res, pid, commit)
 		}
+		if ongoing && res.CoordinatorState != "Ongoing" {
+			t.Fatalf("the coordinator's state %q, want Ongoing", res.CoordinatorState)
+		}
+		checkRealMetrics(t, g, out, dlq, commit, ongoing)
 		// The coordinator writes the markers after EndTxn returns: the
 		// offsets are stable a moment later, not at once.
 		for why := offsetsStable(ctx, t, k, group, in); why != ""; why = offsetsStable(ctx, t, k, group, in) {
@@ -168,6 +192,43 @@ func testRealOrphans(ctx context.Context, t *testing.T, k *testenv.KafkaCluster,
 		t.Errorf("the committed transaction's offset: %+v (found %v), want 7", o, ok)
 	case !commit && ok && o.At >= 0:
 		t.Errorf("the aborted transaction's offset is committed: %+v", o)
+	}
+}
+
+// checkRealMetrics checks what the guard's metrics say after one check
+// under the worker's rights: one cleanup transaction, ended ok with the
+// marker commit says; out's two partitions and dlq's one ended unseen (no
+// READ to list their producers); no orphan seen; a predecessor's
+// transaction found open at the coordinator only when ongoing.
+func checkRealMetrics(t *testing.T, g *Guard, out, dlq string, commit, ongoing bool) {
+	t.Helper()
+	marker, other := "abort", "commit"
+	if commit {
+		marker, other = other, marker
+	}
+	open := 0.0
+	if ongoing {
+		open = 1
+	}
+	for _, c := range []struct {
+		v    *prometheus.CounterVec
+		lvs  []string
+		want float64
+	}{
+		{g.m.cleanups, []string{marker, "ok"}, 1},
+		{g.m.cleanups, []string{other, "ok"}, 0},
+		{g.m.cleanups, []string{marker, "error"}, 0},
+		{g.m.partitions, []string{out, "false"}, 2},
+		{g.m.partitions, []string{dlq, "false"}, 1},
+		{g.m.partitions, []string{out, "true"}, 0},
+		{g.m.seen, []string{out}, 0},
+		{g.m.seenOld, []string{out}, 0},
+		{g.m.coordinatorOpen, []string{"Ongoing"}, open},
+		{g.m.coordinatorOpen, []string{"PrepareCommit"}, 0},
+	} {
+		if got := testutil.ToFloat64(c.v.WithLabelValues(c.lvs...)); got != c.want {
+			t.Errorf("%v: %v, want %v", c.lvs, got, c.want)
+		}
 	}
 }
 

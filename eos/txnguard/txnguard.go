@@ -55,6 +55,8 @@ import (
 	"maps"
 	"net"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/flakestream/flakestream/internal/kafkaacl"
@@ -67,11 +69,40 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 )
 
-// MetricName is the counter of orphaned transactions the guard saw before
-// it ended them, labelled by topic. It only counts on topics the
-// producer's principal may READ (DescribeProducers); the guard ends
-// orphans on the others too, unseen.
-const MetricName = "flakestream_txn_orphans_aborted_total"
+// The guard's metrics. Under least privilege (no READ on the topics) the
+// guard cannot list a partition's open transactions, so it cannot say how
+// many orphans it ended: its metrics say what it did (the cleanup
+// transactions, how they ended, the partitions they covered and whether
+// those were inspected) and what it could see (orphans on the topics it may
+// READ; a predecessor's transaction still open at the coordinator, which
+// DESCRIBE on the transactional ID shows).
+const (
+	// CleanupsMetric counts the cleanup transactions, by marker (commit,
+	// abort) and result (ok, error).
+	CleanupsMetric = "flakestream_txn_guard_cleanups_total"
+	// PartitionsMetric counts the partitions the cleanup transactions that
+	// ended ok covered (each got the marker, which ends whatever was open
+	// there), by topic and inspected: "true" where the guard could list
+	// the partition's producers first (READ on the topic), "false" where
+	// it ended whatever was open unseen.
+	PartitionsMetric = "flakestream_txn_guard_partitions_total"
+	// OrphansSeenMetric counts the orphans the guard saw before it ended
+	// them, by topic: only on inspected partitions.
+	OrphansSeenMetric = "flakestream_txn_guard_orphans_seen_total"
+	// CoordinatorOpenMetric counts the checks that found the coordinator's
+	// last transaction of the transactional ID still open, by its state
+	// (Ongoing, PrepareCommit, PrepareAbort): a predecessor died, or lost
+	// its session, mid-transaction. Loading the producer ID ends it (the
+	// coordinator completes a Prepare* and aborts an Ongoing one); the
+	// cleanup then ends what it may have left unlisted. Needs only
+	// DESCRIBE on the transactional ID, so it counts under least privilege.
+	CoordinatorOpenMetric = "flakestream_txn_guard_coordinator_open_total"
+	// MetricName is OrphansSeenMetric's old name, with the same value.
+	// Deprecated: it says "aborted", but the guard ends an orphan with
+	// COMMIT when its transaction committed, and it counts only what the
+	// guard saw; removed in the release after v0.1.0.
+	MetricName = "flakestream_txn_orphans_aborted_total"
+)
 
 // ConsumerOffsetsTopic is Kafka's topic of committed offsets. A partitions
 // map given to Check may name it; the guard ends an orphan there through
@@ -124,36 +155,75 @@ func (r Result) Marker() string {
 // Check does nothing. A Guard is safe for concurrent use and is meant to
 // live as long as the process, across Kafka clients.
 type Guard struct {
-	log     *slog.Logger
-	aborted *prometheus.CounterVec // nil: no metrics
-	now     func() time.Time
+	log *slog.Logger
+	m   *metrics // nil: no metrics
+	now func() time.Time
+}
+
+// metrics are the guard's counters (see the metric names).
+type metrics struct {
+	cleanups, partitions, seen, coordinatorOpen *prometheus.CounterVec
+	seenOld                                     *prometheus.CounterVec // MetricName, deprecated
 }
 
 // New returns a guard that logs to log (nil: discard) and registers its
-// counter MetricName on reg (nil: no metrics). A counter of that name that
-// reg already holds (a second Guard on the same registry) is reused.
+// counters (CleanupsMetric, PartitionsMetric, OrphansSeenMetric,
+// CoordinatorOpenMetric and the deprecated MetricName) on reg (nil: no
+// metrics). Counters of those names that reg already holds (a second Guard
+// on the same registry) are reused.
 func New(log *slog.Logger, reg prometheus.Registerer) (*Guard, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	g := &Guard{log: log, now: time.Now}
-	if reg != nil {
-		c := prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricName,
-			Help: "Transactions the producer's own producer ID left open at an older epoch, which the orphan guard saw (on topics it may READ) and ended.",
-		}, []string{"topic"})
-		if err := reg.Register(c); err != nil {
-			are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err)
-			if !ok {
-				return nil, fmt.Errorf("txnguard: register %s: %w", MetricName, err)
-			}
-			if c, ok = are.ExistingCollector.(*prometheus.CounterVec); !ok {
-				return nil, fmt.Errorf("txnguard: register %s: a collector of another type holds the name", MetricName)
-			}
-		}
-		g.aborted = c
+	if reg == nil {
+		return g, nil
 	}
+	m := &metrics{}
+	for _, c := range []struct {
+		dst        **prometheus.CounterVec
+		name, help string
+		labels     []string
+	}{
+		{&m.cleanups, CleanupsMetric, "Cleanup transactions the orphaned-transaction guard ran, by the marker that ended them (commit or abort) and result (ok or error).", []string{"marker", "result"}},
+		{&m.partitions, PartitionsMetric, "Partitions the guard's cleanup transactions ended whatever was open on, by topic and inspected (true: the guard could list their producers first, with READ on the topic; false: ended unseen).", []string{"topic", "inspected"}},
+		{&m.seen, OrphansSeenMetric, "Transactions this producer's own producer ID left open at an older epoch that the guard saw and ended: only on partitions it could inspect (READ on the topic).", []string{"topic"}},
+		{&m.coordinatorOpen, CoordinatorOpenMetric, "Checks that found the coordinator's last transaction of this transactional ID still open (a predecessor died mid-transaction), by its state.", []string{"state"}},
+		{&m.seenOld, MetricName, "Deprecated: the same value as " + OrphansSeenMetric + ", under its old name, removed in the release after v0.1.0. It counts only the orphans the guard saw, whatever marker ended them.", []string{"topic"}},
+	} {
+		v, err := registerCounterVec(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: c.name, Help: c.help}, c.labels), c.name)
+		if err != nil {
+			return nil, err
+		}
+		*c.dst = v
+	}
+	for _, marker := range []string{"commit", "abort"} {
+		for _, result := range []string{"ok", "error"} {
+			m.cleanups.WithLabelValues(marker, result)
+		}
+	}
+	for _, st := range []string{"Ongoing", "PrepareCommit", "PrepareAbort"} {
+		m.coordinatorOpen.WithLabelValues(st)
+	}
+	g.m = m
 	return g, nil
+}
+
+// registerCounterVec registers c on reg, or returns the counter of that
+// name reg already holds.
+func registerCounterVec(reg prometheus.Registerer, c *prometheus.CounterVec, name string) (*prometheus.CounterVec, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err)
+	if !ok {
+		return nil, fmt.Errorf("txnguard: register %s: %w", name, err)
+	}
+	if c, ok = are.ExistingCollector.(*prometheus.CounterVec); !ok {
+		return nil, fmt.Errorf("txnguard: register %s: a collector of another type holds the name", name)
+	}
+	return c, nil
 }
 
 // Check ends every transaction cl's producer ID may have left open on
@@ -182,12 +252,15 @@ func (g *Guard) Check(ctx context.Context, cl *kgo.Client, partitions map[string
 			parts[t] = slices.Sorted(slices.Values(ps))
 		}
 	}
-	if g.aborted != nil {
+	if g.m != nil {
 		// Every checked topic's series exists from the first check, at 0,
-		// so that the counter is exported (and rate() works) before the
+		// so that the counters are exported (and rate() works) before the
 		// first orphan.
 		for t := range parts {
-			g.aborted.WithLabelValues(t)
+			g.m.seen.WithLabelValues(t)
+			g.m.seenOld.WithLabelValues(t)
+			g.m.partitions.WithLabelValues(t, "true")
+			g.m.partitions.WithLabelValues(t, "false")
 		}
 	}
 	adm := kadm.NewClient(cl)
@@ -203,23 +276,38 @@ func (g *Guard) Check(ctx context.Context, cl *kgo.Client, partitions map[string
 	if err != nil {
 		return Result{}, kafkaacl.Classify(fmt.Errorf("txnguard: producer ID of %s: %w", txnID, err), "InitProducerId", kafkaacl.Target{Type: kafkaacl.TransactionalID, Name: txnID, Operation: "WRITE"})
 	}
+	if open := coordinatorOpen(st); open && g.m != nil {
+		g.m.coordinatorOpen.WithLabelValues(st.State).Inc()
+	}
 	res := Result{ProducerID: pid, Epoch: epoch, Commit: lastCommitted(st, pid), CoordinatorState: st.State, Group: group}
 	for _, ps := range parts {
 		res.Partitions += len(ps)
 	}
-	res.Orphans = g.seen(ctx, adm, parts, pid, epoch)
+	var inspected map[string]bool
+	res.Orphans, inspected = g.seen(ctx, adm, parts, pid, epoch)
 	if res.Partitions == 0 && group == "" {
 		return res, nil
 	}
+	marker := strings.ToLower(res.Marker())
 	if err := g.cleanup(ctx, cl, txnID, pid, epoch, group, parts, res.Commit); err != nil {
+		if g.m != nil {
+			g.m.cleanups.WithLabelValues(marker, "error").Inc()
+		}
 		return res, err
+	}
+	if g.m != nil {
+		g.m.cleanups.WithLabelValues(marker, "ok").Inc()
+		for t, ps := range parts {
+			g.m.partitions.WithLabelValues(t, strconv.FormatBool(inspected[t])).Add(float64(len(ps)))
+		}
 	}
 	for _, o := range res.Orphans {
 		g.log.Warn("txnguard: ended an orphaned transaction of this producer: its coordinator had lost it, and the next commit would have exposed its records",
 			"marker", res.Marker(), "topic", o.Topic, "partition", o.Partition, "producer_id", pid, "epoch", o.Epoch,
 			"current_epoch", epoch, "start_offset", o.StartOffset, "transactional_id", txnID, "coordinator_state", st.State)
-		if g.aborted != nil {
-			g.aborted.WithLabelValues(o.Topic).Inc()
+		if g.m != nil {
+			g.m.seen.WithLabelValues(o.Topic).Inc()
+			g.m.seenOld.WithLabelValues(o.Topic).Inc()
 		}
 	}
 	g.log.Debug("txnguard: ended whatever this producer had left open", "marker", res.Marker(), "partitions", res.Partitions,
@@ -248,6 +336,12 @@ func coordinatorState(ctx context.Context, adm *kadm.Client, txnID string) (kadm
 	return st, nil
 }
 
+// coordinatorOpen reports whether the coordinator's last transaction of
+// the transactional ID was still open when the guard read it.
+func coordinatorOpen(st kadm.DescribedTransaction) bool {
+	return st.Err == nil && (st.State == "Ongoing" || st.State == "PrepareCommit" || st.State == "PrepareAbort")
+}
+
 // lastCommitted reports whether the coordinator's last transaction of
 // producer pid committed: its state is CompleteCommit, or PrepareCommit
 // (loading the producer ID waits until the coordinator completes it).
@@ -256,11 +350,12 @@ func lastCommitted(st kadm.DescribedTransaction, pid int64) bool {
 }
 
 // seen lists the orphans of producer pid (open at an epoch below epoch) on
-// the topics the principal may READ; a topic it may not is skipped
-// silently: the cleanup ends its orphans all the same. Any other failure
-// only loses the report, never the cleanup.
-func (g *Guard) seen(ctx context.Context, adm *kadm.Client, parts map[string][]int32, pid int64, epoch int16) []Orphan {
+// the topics the principal may READ, and which topics it could inspect; a
+// topic it may not is skipped silently: the cleanup ends its orphans all
+// the same. Any other failure only loses the report, never the cleanup.
+func (g *Guard) seen(ctx context.Context, adm *kadm.Client, parts map[string][]int32, pid int64, epoch int16) ([]Orphan, map[string]bool) {
 	var out []Orphan
+	inspected := map[string]bool{}
 	for _, t := range slices.Sorted(maps.Keys(parts)) {
 		s := make(kadm.TopicsSet)
 		s.Add(t, parts[t]...)
@@ -271,13 +366,18 @@ func (g *Guard) seen(ctx context.Context, adm *kadm.Client, parts map[string][]i
 			}
 			continue
 		}
+		inspected[t] = true
 		for _, dp := range described.SortedPartitions() {
-			if p, ok := dp.ActiveProducers[pid]; ok && dp.Err == nil && p.CurrentTxnStartOffset >= 0 && p.ProducerEpoch < epoch {
+			if dp.Err != nil {
+				inspected[t] = false
+				continue
+			}
+			if p, ok := dp.ActiveProducers[pid]; ok && p.CurrentTxnStartOffset >= 0 && p.ProducerEpoch < epoch {
 				out = append(out, Orphan{Topic: dp.Topic, Partition: dp.Partition, Epoch: p.ProducerEpoch, StartOffset: p.CurrentTxnStartOffset})
 			}
 		}
 	}
-	return out
+	return out, inspected
 }
 
 // concurrentWait bounds the wait for the coordinator to finish the

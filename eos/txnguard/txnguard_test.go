@@ -240,10 +240,14 @@ func TestNilGuardIsOff(t *testing.T) {
 	}
 }
 
-// The counter's series exist at 0 for every checked topic from the first
-// check; the log carries nothing at INFO and above when nothing was seen.
-func TestCheckExportsCounter(t *testing.T) {
-	_, cl, _ := guardCluster(t, "CompleteAbort")
+// The metrics say what the guard did: one cleanup transaction, ended with
+// ABORT after a transaction the coordinator still had open (Ongoing, seen
+// by DescribeTransactions), covering both partitions of out and the one of
+// dlq, inspected (kfake lets it list their producers), no orphan seen. Every
+// series exists at 0 from the first check; the log carries nothing at INFO
+// and above when nothing was seen.
+func TestCheckMetrics(t *testing.T) {
+	_, cl, _ := guardCluster(t, "Ongoing")
 	reg := prometheus.NewRegistry()
 	var logs syncBuffer
 	g, err := New(nil, reg)
@@ -253,8 +257,30 @@ func TestCheckExportsCounter(t *testing.T) {
 	if _, err := g.Check(context.Background(), cl, parts); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.CollectAndCount(g.aborted); n != 2 {
-		t.Errorf("%d series, want 2 (out and dlq)", n)
+	for _, c := range []struct {
+		v    *prometheus.CounterVec
+		lvs  []string
+		want float64
+	}{
+		{g.m.cleanups, []string{"abort", "ok"}, 1},
+		{g.m.cleanups, []string{"commit", "ok"}, 0},
+		{g.m.cleanups, []string{"abort", "error"}, 0},
+		{g.m.coordinatorOpen, []string{"Ongoing"}, 1},
+		{g.m.coordinatorOpen, []string{"PrepareCommit"}, 0},
+		{g.m.partitions, []string{out, "true"}, 2},
+		{g.m.partitions, []string{dlq, "true"}, 1},
+		{g.m.partitions, []string{out, "false"}, 0},
+		{g.m.seen, []string{out}, 0},
+		{g.m.seenOld, []string{dlq}, 0},
+	} {
+		if got := testutil.ToFloat64(c.v.WithLabelValues(c.lvs...)); got != c.want {
+			t.Errorf("%v: %v, want %v", c.lvs, got, c.want)
+		}
+	}
+	for name, want := range map[string]int{CleanupsMetric: 4, CoordinatorOpenMetric: 3, PartitionsMetric: 4, OrphansSeenMetric: 2, MetricName: 2} {
+		if n, err := testutil.GatherAndCount(reg, name); err != nil || n != want {
+			t.Errorf("%s: %d series (%v), want %d", name, n, err, want)
+		}
 	}
 	if logs.String() != "" {
 		t.Errorf("logged %q", logs.String())
@@ -273,8 +299,8 @@ func TestNewRegistersOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.aborted.WithLabelValues("x").Inc()
-	if n := testutil.ToFloat64(a.aborted.WithLabelValues("x")); n != 1 {
+	b.m.seen.WithLabelValues("x").Inc()
+	if n := testutil.ToFloat64(a.m.seen.WithLabelValues("x")); n != 1 {
 		t.Fatalf("the guards do not share the counter: %v", n)
 	}
 	other := prometheus.NewRegistry()
