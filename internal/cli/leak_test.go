@@ -169,6 +169,11 @@ func TestNoSecretLeaks(t *testing.T) {
 	os.Args = append([]string{"flakestream"}, runArgs...)
 	defer func() { os.Args = args }()
 	worker := startApp(t, runArgs...)
+	// Two apps parsing their flags at once race on urfave/cli's shared
+	// help flag: the audit starts once the worker serves.
+	if !accounting.WaitFor(time.Minute, func() bool { return strings.Contains(worker.stderr.String(), `msg="serving `) }) {
+		t.Fatalf("the worker does not serve; its log:\n%s", harness.Tail(worker.stderr.String(), 3000))
+	}
 	for i, kv := 0, plantIn("audit"); i < len(kv); i += 2 {
 		t.Setenv(envVar(kv[i]), kv[i+1])
 	}
