@@ -463,3 +463,58 @@ func runUntil(t *testing.T, l *Loop, what string, cond func() bool) {
 		t.Fatal(err)
 	}
 }
+
+// stopOnCommitted cancels the run from inside Committed: a stop that
+// arrives after an AtLeastOnce batch was handled, before its offsets were
+// committed.
+type stopOnCommitted struct {
+	atLeastOnceSafe
+	stop context.CancelFunc
+}
+
+func (s stopOnCommitted) Committed() error {
+	s.stop()
+	return s.atLeastOnceSafe.Committed()
+}
+
+// In AtLeastOnce mode a stop that arrives once the step has handled a
+// batch does not cancel the batch's offset commit: a graceful restart
+// would otherwise hand the step the same records again.
+func TestAtLeastOnceStopAfterTheStepStillCommits(t *testing.T) {
+	brokers := cluster(t, 1, "in")
+	produceTxn(t, brokers, "in", 1, 5)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	step := stopOnCommitted{atLeastOnceSafe{&copyStep{}}, cancel}
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", Mode: AtLeastOnce}, step, Metrics{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Run(ctx); err != nil {
+		t.Fatalf("Run = %v, want nil after a stop", err)
+	}
+	if n := step.committed.Load(); n != 5 {
+		t.Fatalf("the step handled %d records, want the 5 of one batch", n)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = "g"
+	resp, err := req.RequestWith(t.Context(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for _, tp := range resp.Topics {
+		for _, p := range tp.Partitions {
+			got = append(got, p.Offset)
+		}
+	}
+	// 5 records and the commit marker after them.
+	if len(got) != 1 || got[0] != 6 {
+		t.Fatalf("committed offsets %v, want [6]: the stop cancelled the handled batch's commit", got)
+	}
+}

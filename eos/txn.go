@@ -167,7 +167,12 @@ func (l *Loop) handleThenCommit(ctx context.Context, cl *kgo.Client, fetches kgo
 			return err
 		}
 	}
-	if err := cl.CommitRecords(ctx, all...); err != nil && ctx.Err() == nil {
+	// The batch is written: a stop that arrives now must not cancel its
+	// commit, or a graceful restart writes the batch again. The commit is
+	// bounded by the shutdown timeout instead.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := cl.CommitRecords(cctx, all...); err != nil {
 		return fmt.Errorf("commit offsets: %w", err)
 	}
 	return nil
