@@ -33,8 +33,7 @@ type dupWindow struct {
 	ring       []bucket
 	maxEntries int
 
-	entries   int
-	evictions uint64
+	entries int
 }
 
 // timeRing is the geometry of a window of number time, shared by the dup
@@ -47,6 +46,7 @@ type timeRing struct {
 	n         int64
 	watermark int64 // newest bucket accepted; -1 before the first number
 	floor     int64 // oldest bucket still remembered after evictions
+	evictions uint64
 }
 
 // newTimeRing returns the ring of a window of the given length for
@@ -72,31 +72,66 @@ func newTimeRing(l idgen.Layout, window time.Duration) (timeRing, bool) {
 	return timeRing{shift: shift, timeShift: low, n: n, watermark: -1}, compact
 }
 
-// advanceWith moves the watermark to bucket b, calling drop with the ring
-// slot of each bucket that falls out of the window: at most the whole
-// ring, however far b jumps. The dup window and the order window share it.
-func (r *timeRing) advanceWith(b int64, drop func(slot int64)) {
+// ringSlots is what the timeRing's shared steps need of a window's ring
+// of buckets.
+type ringSlots interface {
+	// bucketNo points at the number of the bucket ring slot holds (-1:
+	// none).
+	bucketNo(slot int64) *int64
+	// slotLen is how many entries ring slot holds.
+	slotLen(slot int64) int
+	// dropSlot empties ring slot, frees its memory, and sets its number
+	// to -1.
+	dropSlot(slot int64)
+}
+
+// enter readies bucket b for one more number under the clock's limit
+// bucket: it reports false if b is outside the window; else it moves the
+// watermark up to b and makes b's ring slot hold b, emptying an older
+// bucket there. The dup window and the order window share it.
+func (r *timeRing) enter(b, limit int64, slots ringSlots) bool {
+	if b < 0 || !r.checkable(b, r.watermark, limit) {
+		return false
+	}
+	if b > r.watermark {
+		r.advance(b, slots)
+	}
+	if no := slots.bucketNo(b % r.n); *no != b {
+		slots.dropSlot(b % r.n)
+		*no = b
+	}
+	return true
+}
+
+// advance moves the watermark to bucket b, emptying the ring slot of each
+// bucket that falls out of the window: at most the whole ring, however
+// far b jumps.
+func (r *timeRing) advance(b int64, slots ringSlots) {
 	from := max(r.watermark+1, b-r.n+1)
 	if r.watermark < 0 {
 		from = b
 	}
 	for nb := from; nb <= b; nb++ {
-		drop(nb % r.n)
+		slots.dropSlot(nb % r.n)
 	}
 	r.watermark = b
 }
 
-// evictOldestWith offers evict the remembered buckets, oldest first, until
-// it drops one (it reports whether it did), and raises the floor past that
-// bucket unless it is the newest bucket (cur), which keeps filling.
-func (r *timeRing) evictOldestWith(cur int64, evict func(nb int64) bool) {
+// evictOldest drops the oldest remembered bucket that holds entries, to
+// make room, and raises the floor past it unless it is the newest bucket
+// (cur), which keeps filling.
+func (r *timeRing) evictOldest(cur int64, slots ringSlots) {
 	for nb := r.lowest(r.watermark); nb <= r.watermark; nb++ {
-		if evict(nb) {
-			if nb < cur {
-				r.floor = nb + 1
-			}
-			return
+		slot := nb % r.n
+		if *slots.bucketNo(slot) != nb || slots.slotLen(slot) == 0 {
+			continue
 		}
+		slots.dropSlot(slot)
+		r.evictions++
+		if nb < cur {
+			r.floor = nb + 1
+		}
+		return
 	}
 }
 
@@ -163,23 +198,16 @@ func (w *dupWindow) contains(id int64) bool {
 // whether id was new and remembered.
 func (w *dupWindow) add(id, limit int64) bool {
 	b := w.bucketOf(id)
-	if b < 0 || !w.checkable(b, w.watermark, limit) {
+	if !w.enter(b, limit, w) {
 		return false
 	}
-	if b > w.watermark {
-		w.advance(b)
-	}
 	bk := &w.ring[b%w.n]
-	if bk.no != b {
-		w.drop(bk)
-		bk.no = b
-	}
 	k32, k64 := uint32(id-b<<w.shift<<w.timeShift), uint64(id)
 	if (w.compact && bk.s32.has(k32)) || (!w.compact && bk.s64.has(k64)) {
 		return false
 	}
 	if w.entries >= w.maxEntries {
-		w.evictOldest(b)
+		w.evictOldest(b, w)
 		bk.no = b // in case the oldest was this very bucket
 	}
 	if w.compact {
@@ -191,11 +219,9 @@ func (w *dupWindow) add(id, limit int64) bool {
 	return true
 }
 
-// advance moves the watermark to bucket b, dropping the buckets that fall
-// out of the window.
-func (w *dupWindow) advance(b int64) {
-	w.advanceWith(b, func(slot int64) { w.drop(&w.ring[slot]) })
-}
+func (w *dupWindow) bucketNo(slot int64) *int64 { return &w.ring[slot].no }
+func (w *dupWindow) slotLen(slot int64) int     { return w.ring[slot].len() }
+func (w *dupWindow) dropSlot(slot int64)        { w.drop(&w.ring[slot]) }
 
 // drop empties a bucket and frees its memory: after a burst, a reused
 // bucket must not keep a set sized for the burst.
@@ -203,19 +229,6 @@ func (w *dupWindow) drop(bk *bucket) {
 	w.entries -= bk.len()
 	bk.s32, bk.s64 = idSet[uint32]{}, idSet[uint64]{}
 	bk.no = -1
-}
-
-// evictOldest drops the oldest non-empty bucket to make room.
-func (w *dupWindow) evictOldest(cur int64) {
-	w.evictOldestWith(cur, func(nb int64) bool {
-		bk := &w.ring[nb%w.n]
-		if bk.no != nb || bk.len() == 0 {
-			return false
-		}
-		w.drop(bk)
-		w.evictions++
-		return true
-	})
 }
 
 // effectiveMs is how much number time the window covers now: the window,

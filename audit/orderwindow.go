@@ -42,8 +42,7 @@ type orderWindow struct {
 	m          map[uint64]orderEntry
 	seeds      [4]maphash.Seed // hash and check, of sources and of keys
 
-	entries   int
-	evictions uint64
+	entries int
 
 	parts   []partKey // the numbered partitions first copies are in
 	partIdx map[partKey]uint32
@@ -163,29 +162,19 @@ func (w *orderWindow) list(hash uint64, id int64) {
 // is outside the window, else moves the watermark to it, empties a ring
 // slot that held an older bucket, and evicts the oldest bucket at the cap.
 func (w *orderWindow) place(b, limit int64) bool {
-	if b < 0 || !w.checkable(b, w.watermark, limit) {
+	if !w.enter(b, limit, w) {
 		return false
 	}
-	if b > w.watermark {
-		w.advance(b)
-	}
-	bk := &w.ring[b%w.n]
-	if bk.no != b {
-		w.drop(bk)
-		bk.no = b
-	}
 	if w.entries >= w.maxEntries {
-		w.evictOldest(b)
-		bk.no = b // in case the oldest was this very bucket
+		w.evictOldest(b, w)
+		w.ring[b%w.n].no = b // in case the oldest was this very bucket
 	}
 	return true
 }
 
-// advance moves the watermark to bucket b, dropping the buckets that fall
-// out of the window.
-func (w *orderWindow) advance(b int64) {
-	w.advanceWith(b, func(slot int64) { w.drop(&w.ring[slot]) })
-}
+func (w *orderWindow) bucketNo(slot int64) *int64 { return &w.ring[slot].no }
+func (w *orderWindow) slotLen(slot int64) int     { return len(w.ring[slot].names) }
+func (w *orderWindow) dropSlot(slot int64)        { w.drop(&w.ring[slot]) }
 
 // drop deletes a bucket's entries and frees its list.
 func (w *orderWindow) drop(bk *orderBucket) {
@@ -195,17 +184,4 @@ func (w *orderWindow) drop(bk *orderBucket) {
 	w.entries -= len(bk.names)
 	bk.names = nil
 	bk.no = -1
-}
-
-// evictOldest drops the oldest non-empty bucket to make room.
-func (w *orderWindow) evictOldest(cur int64) {
-	w.evictOldestWith(cur, func(nb int64) bool {
-		bk := &w.ring[nb%w.n]
-		if bk.no != nb || len(bk.names) == 0 {
-			return false
-		}
-		w.drop(bk)
-		w.evictions++
-		return true
-	})
 }

@@ -21,15 +21,13 @@ const (
 	HasNumber
 )
 
+// kindNames are the Kinds' names, by value.
+var kindNames = [...]string{Bad: "bad", NeedsNumber: "needs_number", HasNumber: "has_number"}
+
 // String returns "bad", "needs_number" or "has_number".
 func (k Kind) String() string {
-	switch k {
-	case Bad:
-		return "bad"
-	case NeedsNumber:
-		return "needs_number"
-	case HasNumber:
-		return "has_number"
+	if int(k) < len(kindNames) {
+		return kindNames[k]
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }

@@ -2,12 +2,7 @@ package replay
 
 import (
 	"context"
-	"fmt"
 	"slices"
-
-	"github.com/flakestream/flakestream/eos"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Plan is what a replay would do, from Resolve: it changes nothing.
@@ -53,20 +48,12 @@ func (p Plan) Total() (offsets, done int64) {
 // the dry run. A replay that has run before reports the ranges its first
 // run kept and what it has committed since.
 func Resolve(ctx context.Context, rc Config) (Plan, error) {
-	if rc.ID == "" {
-		rc.ID = ID(rc)
-	}
+	adm, edges, err := openInput(ctx, &rc)
 	plan := Plan{ID: rc.ID, Group: Group(rc.ID)}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(rc.Loop.Brokers...)}, rc.Loop.KafkaOpts...)...)
-	if err != nil {
-		return plan, fmt.Errorf("%w: kafka client: %w", eos.ErrFatal, err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	edges, err := listEdges(ctx, adm, rc.Input)
 	if err != nil {
 		return plan, err
 	}
+	defer adm.Close()
 	kept, err := storedRanges(ctx, rc)
 	if err != nil {
 		return plan, err

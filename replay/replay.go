@@ -135,20 +135,12 @@ func (rc Config) named() map[int32]bool {
 // which consumers never see as records. Killed and run again with the same
 // arguments, it continues from its last committed transaction.
 func Run(ctx context.Context, rc Config) (map[int32]Range, error) {
-	if rc.ID == "" {
-		rc.ID = ID(rc)
-	}
-	group := Group(rc.ID)
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(rc.Loop.Brokers...)}, rc.Loop.KafkaOpts...)...)
-	if err != nil {
-		return nil, fmt.Errorf("%w: kafka client: %w", eos.ErrFatal, err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	edges, err := listEdges(ctx, adm, rc.Input)
+	adm, edges, err := openInput(ctx, &rc)
 	if err != nil {
 		return nil, err
 	}
+	defer adm.Close()
+	group := Group(rc.ID)
 	ranges, err := resolveRanges(ctx, adm, edges, rc, true)
 	if err != nil {
 		return nil, err
@@ -304,6 +296,27 @@ type edges struct {
 	starts, end kadm.ListedOffsets
 }
 
+// openInput names the replay (rc.ID, from its arguments when unset),
+// opens its admin client, which the caller closes, and lists the input's
+// edges.
+func openInput(ctx context.Context, rc *Config) (*kadm.Client, *edges, error) {
+	if rc.ID == "" {
+		rc.ID = ID(*rc)
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(rc.Loop.Brokers...)}, rc.Loop.KafkaOpts...)...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: kafka client: %w", eos.ErrFatal, err)
+	}
+	adm := kadm.NewClient(cl)
+	e, err := listEdges(ctx, adm, rc.Input)
+	if err != nil {
+		adm.Close()
+		return nil, nil, err
+	}
+	return adm, e, nil
+}
+
+// listEdges lists topic's start and end offsets.
 func listEdges(ctx context.Context, adm *kadm.Client, topic string) (*edges, error) {
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err == nil {

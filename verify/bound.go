@@ -12,15 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
-// Sentinel errors; test with errors.Is.
-var (
-	// ErrRange is a range that cannot be checked as given: offsets that
-	// do not parse, a start after the end, a partition the topic lacks.
-	ErrRange = errors.New("verify: invalid range")
-	// ErrTopic is a topic that does not exist or cannot be described.
-	ErrTopic = errors.New("verify: topic not available")
-)
-
 // Bound is one end of the input range: the zero Bound is the edge (the log
 // start, or the last stable offset at the start of the check); else the
 // first offset at or after Time, or explicit Offsets.

@@ -194,12 +194,10 @@ func (l *Ledger) NotCheckable(n int64) { l.in.notCheckable += n }
 // and carries number n.
 func (l *Ledger) Output(src, at Coord, n int64) {
 	o := &l.out
-	p, i, ok := l.slot(src)
+	p, i, ok := l.copySlot(src, &o.outputs)
 	if !ok {
-		o.outside++
 		return
 	}
-	o.outputs++
 	st := p.out[i]
 	switch {
 	case st&(outSeen|dlqSeen) == 0:
@@ -230,17 +228,27 @@ func (l *Ledger) Output(src, at Coord, n int64) {
 // DeadLetter records a dead letter at at, which names src as its source.
 func (l *Ledger) DeadLetter(src, at Coord) {
 	o := &l.out
-	p, i, ok := l.slot(src)
+	p, i, ok := l.copySlot(src, &o.deadLetters)
 	if !ok {
-		o.outside++
 		return
 	}
-	o.deadLetters++
 	if st := p.out[i]; st&(outSeen|dlqSeen) != 0 {
 		o.duplicated++
 		o.ex.duplicated = addFault(o.ex.duplicated, Fault{Source: src.String(), Output: []string{at.String()}, Reason: "a further dead letter"})
 	}
 	p.out[i] |= dlqSeen
+}
+
+// copySlot finds the partition and index of a copy's source src, and
+// counts the copy in kind; a source outside every range is counted as
+// such, and ok is false.
+func (l *Ledger) copySlot(src Coord, kind *int64) (p *part, i int64, ok bool) {
+	if p, i, ok = l.slot(src); !ok {
+		l.out.outside++
+		return nil, 0, false
+	}
+	*kind++
+	return p, i, true
 }
 
 // Unattributed records an output or DLQ record at at whose source header

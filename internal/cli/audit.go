@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/KimMachineGun/automemlimit/memlimit"
-
 	"github.com/flakestream/flakestream/audit"
 	"github.com/flakestream/flakestream/codec"
 	"github.com/flakestream/flakestream/idgen"
@@ -86,14 +84,8 @@ func (cfg *auditConfig) command() *cli.Command {
 }
 
 func (cfg *auditConfig) run(c *cli.Context) error {
-	log, err := cfg.ops.logger(c.App.ErrWriter)
+	log, err := cfg.ops.start(c.App.ErrWriter)
 	if err != nil {
-		return err
-	}
-	if err := cfg.ops.applyMemoryLimit(log, memlimit.FromCgroup); err != nil {
-		return err
-	}
-	if err := cfg.ops.checkServe(); err != nil {
 		return err
 	}
 	reg := newRegistry()

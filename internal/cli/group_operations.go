@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/flakestream/flakestream/eos"
 	"github.com/flakestream/flakestream/pipeline"
 	"github.com/prometheus/client_golang/prometheus"
@@ -112,6 +113,23 @@ func nameTrace(_ []string, a slog.Attr) slog.Attr {
 		}
 	}
 	return a
+}
+
+// start is how a long-running command begins: the logger the flags
+// describe (writing to w), the soft memory limit, and the listeners'
+// settings checked before anything connects.
+func (o *opsConfig) start(w io.Writer) (*slog.Logger, error) {
+	log, err := o.logger(w)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.applyMemoryLimit(log, memlimit.FromCgroup); err != nil {
+		return nil, err
+	}
+	if err := o.checkServe(); err != nil {
+		return nil, err
+	}
+	return log, nil
 }
 
 // checkServe checks the listeners' settings before anything connects: the

@@ -5,8 +5,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/KimMachineGun/automemlimit/memlimit"
-
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/pipeline"
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,14 +49,8 @@ func runCommand() *cli.Command {
 }
 
 func (cfg *runConfig) run(c *cli.Context) error {
-	log, err := cfg.ops.logger(c.App.ErrWriter)
+	log, err := cfg.ops.start(c.App.ErrWriter)
 	if err != nil {
-		return err
-	}
-	if err := cfg.ops.applyMemoryLimit(log, memlimit.FromCgroup); err != nil {
-		return err
-	}
-	if err := cfg.ops.checkServe(); err != nil {
 		return err
 	}
 	if err := cfg.identity.check(c); err != nil {
