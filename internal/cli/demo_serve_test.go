@@ -81,18 +81,20 @@ func TestDemoServe(t *testing.T) {
 	if page := get(t, u.page); !strings.Contains(page, "<title>flakestream audit</title>") {
 		t.Fatalf("the live page at %s is not the audit page:\n%.500s", u.page, page)
 	}
+	// The waits below are hang guards, not a pace: a loaded machine
+	// under the race detector takes its time to start.
 	var first int64
-	if !accounting.WaitFor(20*time.Second, func() bool { first = audited(t, u); return first > 0 }) {
-		t.Fatalf("nothing audited in 20s")
+	if !accounting.WaitFor(2*time.Minute, func() bool { first = audited(t, u); return first > 0 }) {
+		t.Fatalf("nothing audited in 2 min")
 	}
-	if !accounting.WaitFor(20*time.Second, func() bool { return audited(t, u) > first }) {
+	if !accounting.WaitFor(2*time.Minute, func() bool { return audited(t, u) > first }) {
 		t.Fatalf("the audited count stayed at %d", first)
 	}
 	// One order in a thousand is malformed, each class in turn: at 1,000
 	// a second every class has come by within 6 s.
 	classes := []string{"not_json", "not_object", "invalid_utf8", "invalid_number", "duplicate_field", "too_large"}
 	var wm string
-	if !accounting.WaitFor(30*time.Second, func() bool {
+	if !accounting.WaitFor(2*time.Minute, func() bool {
 		wm = get(t, u.workerMetrics)
 		for _, c := range classes {
 			if metric(wm, `flakestream_dlq_records_total{class="`+c+`"}`) < 1 {
@@ -101,13 +103,13 @@ func TestDemoServe(t *testing.T) {
 		}
 		return true
 	}) {
-		t.Fatalf("not every dead-letter class on the worker's /metrics in 30s:\n%s", grepLines(wm, "dlq"))
+		t.Fatalf("not every dead-letter class on the worker's /metrics in 2 min:\n%s", grepLines(wm, "dlq"))
 	}
 	if n := metric(wm, "flakestream_records_numbered_total"); n <= 0 {
 		t.Fatalf("flakestream_records_numbered_total = %v on the worker's /metrics", n)
 	}
 	a1 := metric(get(t, u.auditMetrics), "flakestream_audit_records_total")
-	if !accounting.WaitFor(20*time.Second, func() bool { return metric(get(t, u.auditMetrics), "flakestream_audit_records_total") > a1 }) || a1 <= 0 {
+	if !accounting.WaitFor(2*time.Minute, func() bool { return metric(get(t, u.auditMetrics), "flakestream_audit_records_total") > a1 }) || a1 <= 0 {
 		t.Fatalf("flakestream_audit_records_total did not rise from %v on the audit's /metrics", a1)
 	}
 
@@ -123,8 +125,10 @@ func TestDemoServe(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no count of orders in:\n%s", out)
 	}
+	// Every dead-letter class came by, the sixth with order 5,000: at
+	// least that many went in, however fast the machine sent them.
 	if in, _ := strconv.Atoi(m[1]); in < 5000 {
-		t.Fatalf("%d orders in, want at least the 5,000 of the seconds above", in)
+		t.Fatalf("%d orders in, want at least the 5,000 that bring every dead-letter class", in)
 	}
 	for _, want := range []string{
 		"duplicates 0, lost 0: exactly once, every number unique",
