@@ -261,28 +261,14 @@ value: // a value starts at i, inside the container at depth
 		}
 	}
 	switch c := data[i]; c {
-	case '"':
-		if i = plainRun(data, i+1); i < len(data) && data[i] == '"' {
-			i++
-		} else if i, _, ok = s.strRest(i); !ok {
-			return i, false
-		}
 	case '{', '[':
 		if depth++; depth > s.maxDepth {
 			return i, s.tooDeep(i)
 		}
 		inObj = c == '{'
-		if k := depth - base - 1; k < 64 {
-			objects = objects&^(1<<k) | b2u(inObj)<<k
-		} else {
-			deeper = setBit(deeper, k-64, inObj)
-		}
-		closer := byte(']')
-		if c == '{' {
-			closer = '}'
-		}
+		setLevel(&objects, &deeper, depth-base-1, inObj)
 		i = skipWS(data, i+1)
-		if i < len(data) && data[i] == closer {
+		if i < len(data) && data[i] == c+2 { // ']' is '['+2, '}' is '{'+2
 			i++
 			depth--
 			inObj = depth > base && isObject(objects, deeper, depth-base-1)
@@ -292,23 +278,8 @@ value: // a value starts at i, inside the container at depth
 			goto key
 		}
 		goto value
-	case 't':
-		if i, ok = s.literal(i, "true"); !ok {
-			return i, false
-		}
-	case 'f':
-		if i, ok = s.literal(i, "false"); !ok {
-			return i, false
-		}
-	case 'n':
-		if i, ok = s.literal(i, "null"); !ok {
-			return i, false
-		}
 	default:
-		if c != '-' && c-'0' > 9 {
-			return i, s.fail(i, "invalid character, want a value")
-		}
-		if i, ok = s.number(i); !ok {
+		if i, ok = s.scalar(i, c); !ok {
 			return i, false
 		}
 	}
@@ -343,21 +314,67 @@ after: // a value ended at i, inside the container at depth
 	}
 
 key: // a member's key starts at i, inside the object at depth
+	if i, ok = s.key(i); !ok {
+		return i, false
+	}
+	goto value
+}
+
+// setLevel records whether nesting level k (counted from the scan's base)
+// is an object: the first 64 levels in the word, deeper ones in the slice.
+func setLevel(objects *uint64, deeper *[]uint64, k int, obj bool) {
+	if k < 64 {
+		*objects = *objects&^(1<<k) | b2u(obj)<<k
+		return
+	}
+	*deeper = setBit(*deeper, k-64, obj)
+}
+
+// scalar scans the string, literal or number at i, whose first byte is c,
+// and returns the offset after it.
+func (s *scanner) scalar(i int, c byte) (int, bool) {
+	data := s.data
+	switch c {
+	case '"':
+		if i = plainRun(data, i+1); i < len(data) && data[i] == '"' {
+			return i + 1, true
+		}
+		i, _, ok := s.strRest(i)
+		return i, ok
+	case 't':
+		return s.literal(i, "true")
+	case 'f':
+		return s.literal(i, "false")
+	case 'n':
+		return s.literal(i, "null")
+	}
+	if c != '-' && c-'0' > 9 {
+		return i, s.fail(i, "invalid character, want a value")
+	}
+	return s.number(i)
+}
+
+// key scans a member's key at i, its colon and the space after it, and
+// returns the offset of the member's value.
+func (s *scanner) key(i int) (int, bool) {
+	data := s.data
 	if i >= len(data) || data[i] != '"' {
 		return i, s.fail(i, msgWantKey)
 	}
 	if i = plainRun(data, i+1); i < len(data) && data[i] == '"' {
 		i++
-	} else if i, _, ok = s.strRest(i); !ok {
-		return i, false
+	} else {
+		var ok bool
+		if i, _, ok = s.strRest(i); !ok {
+			return i, false
+		}
 	}
 	if i >= len(data) || data[i] != ':' {
 		if i = skipWS(data, i); i >= len(data) || data[i] != ':' {
 			return i, s.fail(i, msgWantColon)
 		}
 	}
-	i = skipWS(data, i+1)
-	goto value
+	return skipWS(data, i+1), true
 }
 
 // literal scans the literal lit expected at i.

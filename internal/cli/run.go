@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flakestream/flakestream/eos"
+
 	"github.com/flakestream/flakestream/idgen"
 	"github.com/flakestream/flakestream/pipeline"
 	"github.com/prometheus/client_golang/prometheus"
@@ -98,15 +100,8 @@ func (cfg *runConfig) run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := parseLanes(cfg.consume.lanes); err != nil {
+	if err := checkWorker(s, opts, cfg.consume.lanes); err != nil {
 		return err
-	}
-	// The settings are checked before the brokers are reached (the lane
-	// count may need them); this worker is never run.
-	check := s
-	check.Registerer = nil
-	if _, err := pipeline.NewWorker(check, opts...); err != nil {
-		return asUsage(err)
 	}
 	var lanes atomic.Pointer[pipeline.Lanes]
 	ready := func() error {
@@ -133,6 +128,20 @@ func (cfg *runConfig) run(c *cli.Context) error {
 	log.Info("numbering", "lanes", n, "layout", l.String(), "server_id", cfg.identity.server, "worker_id", cfg.identity.worker,
 		"capacity_per_second", l.PerSecond(), "layout_end", l.End().Format(time.RFC3339))
 	return w.Run(c.Context)
+}
+
+// checkWorker checks the lanes and the worker's settings before the
+// brokers are reached (the lane count may need them); the worker it builds
+// is never run.
+func checkWorker(s eos.Config, opts []pipeline.Opt, lanes string) error {
+	if _, err := parseLanes(lanes); err != nil {
+		return err
+	}
+	s.Registerer = nil
+	if _, err := pipeline.NewWorker(s, opts...); err != nil {
+		return asUsage(err)
+	}
+	return nil
 }
 
 // errStarting is /readyz's answer before the worker's lanes exist: the
