@@ -221,6 +221,13 @@ func (s *Config) validateCommon() error {
 	return nil
 }
 
+// NewClient opens a plain Kafka client of the config's brokers and
+// options (no group, no transactions), for requests beside the loop: the
+// caller closes it.
+func (s *Config) NewClient() (*kgo.Client, error) {
+	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.Brokers...)}, s.KafkaOpts...)...)
+}
+
 // CheckNotInput returns ErrSameTopic if any of topics is consumed.
 func (s *Config) CheckNotInput(topics ...string) error {
 	for _, in := range s.Topics {

@@ -36,7 +36,7 @@ func AutoLanes(procs, partitions int) int {
 // InputPartitions returns the partitions of s's input topics, added up, as
 // the brokers report them. A topic that does not exist yet is an error.
 func InputPartitions(ctx context.Context, s eos.Config) (int, error) {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.Brokers...)}, s.KafkaOpts...)...)
+	cl, err := s.NewClient()
 	if err != nil {
 		return 0, err
 	}
@@ -96,7 +96,7 @@ func (ls *Lanes) retire(ctx context.Context) {
 	ids := retiredIDs(c.TransactionalID, len(ls.workers))
 	ctx, cancel := context.WithTimeout(ctx, retireTimeout)
 	defer cancel()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, c.KafkaOpts...)...)
+	cl, err := c.NewClient()
 	if err != nil {
 		w.log.Warn("lanes: cannot check the transactional IDs of retired lanes", "err", err)
 		return

@@ -303,7 +303,7 @@ func openInput(ctx context.Context, rc *Config) (*kadm.Client, *edges, error) {
 	if rc.ID == "" {
 		rc.ID = ID(*rc)
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(rc.Loop.Brokers...)}, rc.Loop.KafkaOpts...)...)
+	cl, err := rc.Loop.NewClient()
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: kafka client: %w", eos.ErrFatal, err)
 	}
