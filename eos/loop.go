@@ -173,13 +173,17 @@ func (l *Loop) transactional(ctx context.Context, r *retry) error {
 		return err
 	}
 	guard := false // due again after every transaction that did not commit
+	dirty := false // a transaction committed since the guard last ran
 	for {
 		if guard {
 			// Before polling again after a transaction that did not
 			// commit: an orphan its abort left on __consumer_offsets
 			// would hold the next poll on UNSTABLE_OFFSET_COMMIT for
 			// good, and one on an output partition must be gone before
-			// the next produce. Nothing is polled while it fails.
+			// the next produce. Nothing is polled while it fails. And
+			// once a session is idle after a commit (poll): the member
+			// given this one's partitions next must find their offsets
+			// stable.
 			if err := l.cfg.BeforeProduce(ctx, cl, guardParts); err != nil {
 				if producerGone(err) {
 					// The coordinator moved the producer's epoch
@@ -193,10 +197,16 @@ func (l *Loop) transactional(ctx context.Context, r *retry) error {
 				}
 				continue
 			}
-			guard = false
+			guard, dirty = false, false
 		}
 		pollStart := time.Now()
-		fetches := l.topUp(ctx, cl, cl.PollRecords(ctx, l.cfg.MaxPollRecords))
+		fetches, idle := l.poll(ctx, cl, dirty)
+		if idle {
+			// Nothing to do for IdleGuard since the last commit: end
+			// what a lost marker may have left pending (Config.IdleGuard).
+			guard = true
+			continue
+		}
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			// Nothing of this poll was produced: its records stay
 			// uncommitted and are read again by whoever owns them next.
@@ -208,11 +218,29 @@ func (l *Loop) transactional(ctx context.Context, r *retry) error {
 			var committed bool
 			committed, err = l.transact(ctx, txn, fetches, txnTimes{pollStart: pollStart, pollEnd: time.Now()})
 			guard = !committed && l.cfg.BeforeProduce != nil
+			dirty = dirty || committed
 		}
 		if stop, err := l.next(ctx, r, cl, polled, err); stop {
 			return err
 		}
 	}
+}
+
+// poll is a transactional session's poll, topped up (Loop.topUp). When
+// dirty (a transaction committed since the guard last ran) and a guard is
+// set, it waits at most IdleGuard for a record, and idle reports that none
+// came: the caller runs the guard before it polls again.
+func (l *Loop) poll(ctx context.Context, cl *kgo.Client, dirty bool) (fetches kgo.Fetches, idle bool) {
+	if !dirty || l.cfg.BeforeProduce == nil || l.cfg.IdleGuard < 0 {
+		return l.topUp(ctx, cl, cl.PollRecords(ctx, l.cfg.MaxPollRecords)), false
+	}
+	pctx, cancel := context.WithTimeout(ctx, l.cfg.IdleGuard)
+	fetches = cl.PollRecords(pctx, l.cfg.MaxPollRecords)
+	cancel()
+	if ctx.Err() == nil && len(fetches) == 1 && isCtxFetch(fetches[0]) {
+		return nil, true
+	}
+	return l.topUp(ctx, cl, fetches), false
 }
 
 // atLeastOnce runs one AtLeastOnce session: a plain group client that

@@ -145,7 +145,7 @@ func TestBeforeProduceAndBound(t *testing.T) {
 	var got map[string][]int32
 	step := &copyStep{out: "out"}
 	stop := map[string]map[int32]int64{"in": {0: 2, 1: 4}} // partition 1 ends on its marker's offset
-	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BeforeProduce: func(_ context.Context, _ *kgo.Client, parts map[string][]int32) error {
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", IdleGuard: -1, BeforeProduce: func(_ context.Context, _ *kgo.Client, parts map[string][]int32) error {
 		calls.Add(1)
 		got = parts
 		return nil
@@ -177,7 +177,7 @@ func TestBeforeProduceRunsBeforeTheFirstPoll(t *testing.T) {
 	brokers := cluster(t, 1, "in", "out")
 	var calls atomic.Int32
 	step := &copyStep{out: "out"}
-	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error { calls.Add(1); return nil }}, step, Metrics{})
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", IdleGuard: -1, BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error { calls.Add(1); return nil }}, step, Metrics{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestGuardFailureAfterAnAbortIsRetriedBeforePolling(t *testing.T) {
 	produceTxn(t, brokers, "in", 1, 3)
 	var calls atomic.Int32
 	step := &failOnce{copyStep: &copyStep{out: "out"}}
-	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error {
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", IdleGuard: -1, BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error {
 		if calls.Add(1) == 2 { // the call after the aborted batch
 			return errors.New("cannot describe producers yet")
 		}
@@ -331,7 +331,7 @@ func TestAbortedBatchRunsTheGuardAgain(t *testing.T) {
 	produceTxn(t, brokers, "in", 1, 3)
 	var calls atomic.Int32
 	step := &failOnce{copyStep: &copyStep{out: "out"}}
-	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error { calls.Add(1); return nil }}, step, Metrics{})
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", IdleGuard: -1, BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error { calls.Add(1); return nil }}, step, Metrics{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +435,7 @@ func TestGuardFailureRestartsTheSessionWithoutLoss(t *testing.T) {
 	produceTxn(t, brokers, "in", 1, 5)
 	var calls atomic.Int32
 	step := &copyStep{out: "out"}
-	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error {
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", IdleGuard: -1, BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error {
 		if calls.Add(1) == 1 {
 			return errors.New("cannot describe producers yet")
 		}
@@ -516,5 +516,44 @@ func TestAtLeastOnceStopAfterTheStepStillCommits(t *testing.T) {
 	// 5 records and the commit marker after them.
 	if len(got) != 1 || got[0] != 6 {
 		t.Fatalf("committed offsets %v, want [6]: the stop cancelled the handled batch's commit", got)
+	}
+}
+
+// A session that committed and then has nothing to read runs the guard
+// once after IdleGuard, and not again until it has committed again: a
+// lost commit marker's pending offsets are ended by the member that left
+// them even when it has no more records, so the member given those
+// partitions next can read their offsets.
+func TestIdleSessionRunsTheGuardOnceAfterACommit(t *testing.T) {
+	brokers := cluster(t, 1, "in", "out")
+	produceTxn(t, brokers, "in", 1, 3)
+	var calls atomic.Int32
+	step := &copyStep{out: "out"}
+	const idle = 50 * time.Millisecond
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", IdleGuard: idle,
+		BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error { calls.Add(1); return nil }}, step, Metrics{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	waitFor(t, "the first batch", func() bool { return step.committed.Load() == 3 })
+	waitFor(t, "the guard of the idle session", func() bool { return calls.Load() == 2 })
+	// Idle for many IdleGuards more: nothing committed since, so no
+	// further guard (a slow machine can only make fewer calls, not more).
+	time.Sleep(20 * idle)
+	if n := calls.Load(); n != 2 {
+		t.Errorf("guard called %d times while idle with nothing committed since its last run, want 2 (start, idle once)", n)
+	}
+	produceTxn(t, brokers, "in", 1, 2)
+	waitFor(t, "the second batch", func() bool { return step.committed.Load() == 5 })
+	waitFor(t, "the guard after the second batch", func() bool { return calls.Load() == 3 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := countRecords(t, brokers, "out"); n != 5 {
+		t.Fatalf("%d records committed on out, want 5", n)
 	}
 }

@@ -120,6 +120,18 @@ type Config struct {
 	// produces to and all of __consumer_offsets (nil partitions). An error
 	// wrapping ErrFatal ends Run; any other is retried after a backoff.
 	BeforeProduce func(ctx context.Context, cl *kgo.Client, partitions map[string][]int32) error
+	// IdleGuard is how long a transactional session that has committed
+	// since BeforeProduce last ran waits on an empty poll before it runs
+	// BeforeProduce once more: default TransactionTimeout (how long
+	// read_committed readers may be held by an open transaction anyway),
+	// negative for never. Why: a coordinator that restarts uncleanly can
+	// lose the markers of a transaction that committed; what it left
+	// open stays open until this producer's next marker. A member with
+	// nothing to produce sends none, so an output partition's readers
+	// stay held, and the group's offsets stay pending: the member given
+	// those partitions next (this one too, after a rebalance) cannot read
+	// them (UNSTABLE_OFFSET_COMMIT) and polls nothing, for good.
+	IdleGuard time.Duration
 
 	// What the product decides about how its loop runs.
 
@@ -202,6 +214,7 @@ func (s *Config) validateCommon() error {
 	def(&s.BackoffMin, DefaultBackoffMin)
 	def(&s.BackoffMax, DefaultBackoffMax)
 	def(&s.TopicWait, DefaultTopicWait)
+	def(&s.IdleGuard, s.TransactionTimeout)
 	if s.MaxPollRecords == 0 {
 		s.MaxPollRecords = DefaultMaxPollRecords
 	}

@@ -145,7 +145,7 @@ func guardedLoop(t *testing.T, brokers []string, step Step, timeout time.Duratio
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", TransactionTimeout: timeout,
+	cfg := Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", IdleGuard: -1, TransactionTimeout: timeout,
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
 		BeforeProduce: func(ctx context.Context, cl *kgo.Client, parts map[string][]int32) error {
 			if before != nil {

@@ -128,7 +128,7 @@ func TestGuardWaitsForTheCoordinatorAtStart(t *testing.T) {
 	var logs syncBuf
 	var calls atomic.Int32
 	step := &copyStep{out: "out"}
-	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", BackoffMin: 10 * time.Millisecond, Logger: textLogger(&logs), BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error {
+	l, err := New(Config{Brokers: brokers, Topics: []string{"in"}, Group: "g", InstanceID: "i", IdleGuard: -1, BackoffMin: 10 * time.Millisecond, Logger: textLogger(&logs), BeforeProduce: func(context.Context, *kgo.Client, map[string][]int32) error {
 		if calls.Add(1) <= 3 {
 			// What txnguard returns when DescribeTransactions meets it.
 			return fmt.Errorf("txnguard: describe transaction x: %w", kerr.CoordinatorNotAvailable)
