@@ -11,9 +11,9 @@ import (
 func AppendSource(dst []byte, topic string, partition int32, offset int64) []byte {
 	dst = append(dst, topic...)
 	dst = append(dst, '/')
-	dst = strconv.AppendInt(dst, int64(partition), 10)
+	dst = AppendInt(dst, int64(partition))
 	dst = append(dst, '/')
-	return strconv.AppendInt(dst, offset, 10)
+	return AppendInt(dst, offset)
 }
 
 // ParseSource parses what AppendSource writes. It splits at the last two

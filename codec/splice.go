@@ -1,7 +1,5 @@
 package codec
 
-import "strconv"
-
 // AppendNumbered appends to dst the event value with its number field set to
 // id, and returns the extended buffer. insp must be the NeedsNumber result of
 // c.Inspect(value); with a dst of enough capacity it does not allocate.
@@ -65,14 +63,9 @@ func (c *Codec) NumberedLen(value []byte, insp Inspection, id int64) int {
 
 func (c *Codec) appendNumber(dst []byte, id int64) []byte {
 	if c.format == FormatNumber {
-		return strconv.AppendInt(dst, id, 10)
+		return AppendInt(dst, id)
 	}
 	dst = append(dst, '"')
-	dst = strconv.AppendInt(dst, id, 10)
+	dst = AppendInt(dst, id)
 	return append(dst, '"')
-}
-
-func decimalLen(id int64) int {
-	var buf [20]byte
-	return len(strconv.AppendInt(buf[:0], id, 10))
 }

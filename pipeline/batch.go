@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"strconv"
 	"sync"
 
 	"github.com/flakestream/flakestream/codec"
@@ -370,7 +369,7 @@ func (b *shard) emit(i int, r *kgo.Record, topic string, parts int32, value []by
 	h := len(b.hdrs)
 	b.hdrs = codec.AppendUntrusted(b.hdrs, r.Headers)
 	start := len(b.arena)
-	b.arena = strconv.AppendInt(b.arena, id, 10)
+	b.arena = codec.AppendInt(b.arena, id)
 	num := b.arena[start:len(b.arena):len(b.arena)]
 	b.hdrs = append(b.hdrs, kgo.RecordHeader{Key: codec.HeaderNumber, Value: num}, b.sourceHeader(r))
 	b.add(i, r, topic, parts, value, b.hdrs[h:len(b.hdrs):len(b.hdrs)])
