@@ -83,7 +83,9 @@ func testRealOrphans(ctx context.Context, t *testing.T, k *testenv.KafkaCluster,
 	if !commit && !ongoing {
 		appendOrphan(ctx, t, old, id, out, 1, pid, epoch, "orphan-out1-0")
 	}
-	commitOrphanOffsets(ctx, t, old, id, group, pid, epoch, in, 7)
+	if err := testenv.PendingOffset(ctx, old, id, group, pid, epoch, in, 0, 7); err != nil {
+		t.Fatal(err)
+	}
 	want := []string{"new-0", "new-1", "new-2", "new-3"}
 	if commit {
 		// The coordinator commits the old producer's transaction on out[1]
@@ -112,7 +114,8 @@ func testRealOrphans(ctx context.Context, t *testing.T, k *testenv.KafkaCluster,
 	if !guard {
 		want = append(want, "orphan-out0-0", "orphan-out0-1", "orphan-out0-2", "orphan-dlq0-0", "orphan-out1-0")
 	}
-	if why := offsetsStable(ctx, t, k, group, in); why == "" {
+	probe := k.Client(t)
+	if why := testenv.OffsetUnstable(ctx, probe, group, in, 0); why == "" {
 		t.Fatal("the group's offsets are stable before the guard: the offsets orphan was not built")
 	}
 
@@ -139,7 +142,7 @@ func testRealOrphans(ctx context.Context, t *testing.T, k *testenv.KafkaCluster,
 		checkRealMetrics(t, g, out, dlq, commit, ongoing)
 		// The coordinator writes the markers after EndTxn returns: the
 		// offsets are stable a moment later, not at once.
-		for why := offsetsStable(ctx, t, k, group, in); why != ""; why = offsetsStable(ctx, t, k, group, in) {
+		for why := testenv.OffsetUnstable(ctx, probe, group, in, 0); why != ""; why = testenv.OffsetUnstable(ctx, probe, group, in, 0) {
 			if ctx.Err() != nil {
 				t.Fatalf("the group's offsets after the guard: %s", why)
 			}
@@ -257,40 +260,6 @@ func waitProducerID(ctx context.Context, t *testing.T, cl *kgo.Client) (int64, i
 	}
 }
 
-// offsetsStable says why the group's offsets cannot be read as stable
-// (a transaction holds them open), or "" if they can.
-func offsetsStable(ctx context.Context, t *testing.T, k *testenv.KafkaCluster, group, in string) string {
-	t.Helper()
-	req := kmsg.NewPtrOffsetFetchRequest()
-	req.Group, req.RequireStable = group, true
-	rg := kmsg.NewOffsetFetchRequestGroup()
-	rg.Group = group
-	rt := kmsg.NewOffsetFetchRequestGroupTopic()
-	rt.Topic, rt.Partitions = in, []int32{0}
-	rg.Topics = append(rg.Topics, rt)
-	req.Groups = append(req.Groups, rg)
-	resp, err := req.RequestWith(ctx, k.Client(t))
-	if err != nil {
-		return err.Error()
-	}
-	for _, g := range resp.Groups {
-		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
-			return err.Error()
-		}
-		for _, tt := range g.Topics {
-			for _, p := range tt.Partitions {
-				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-					return err.Error()
-				}
-			}
-		}
-	}
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return err.Error()
-	}
-	return ""
-}
-
 // readAllCommitted reads every partition of topics (name -> partitions)
 // with read_committed until it has n values or a second passes without
 // more after that, and returns them.
@@ -360,27 +329,5 @@ func appendOrphan(ctx context.Context, t *testing.T, cl *kgo.Client, txnID, tp s
 	}
 	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
 		t.Fatalf("append the orphan to %s[%d]: %v", tp, p, err)
-	}
-}
-
-// commitOrphanOffsets commits offset at for in[0] in group's name, in a
-// transaction of producer pid at epoch that the coordinator never hears
-// of (TxnOffsetCommit without AddOffsetsToTxn).
-func commitOrphanOffsets(ctx context.Context, t *testing.T, cl *kgo.Client, txnID, group string, pid int64, epoch int16, in string, at int64) {
-	t.Helper()
-	req := kmsg.NewPtrTxnOffsetCommitRequest()
-	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = txnID, group, pid, epoch, -1
-	rt := kmsg.NewTxnOffsetCommitRequestTopic()
-	rt.Topic = in
-	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, at, -1
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
-	if err == nil {
-		err = kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
-	}
-	if err != nil {
-		t.Fatalf("commit the orphaned offsets: %v", err)
 	}
 }
