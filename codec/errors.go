@@ -82,6 +82,10 @@ const (
 	// ClassKeyMismatch: the record's idempotency key already has a
 	// different number.
 	ClassKeyMismatch Class = "key_mismatch"
+	// ClassNumberTaken: the number already belongs to another idempotency
+	// key (with the number index on): another order's number. Never
+	// renumbered.
+	ClassNumberTaken Class = "number_taken"
 
 	// Classes of records the worker could not produce as they are.
 
@@ -149,6 +153,7 @@ var (
 	ErrUnknownWorker      = errors.New("number's worker id is not allowed")
 	ErrFutureNumber       = errors.New("number's time is too far in the future")
 	ErrKeyMismatch        = errors.New("number differs from the idempotency key's number")
+	ErrNumberTaken        = errors.New("number belongs to another idempotency key")
 	ErrOutputTooLarge     = errors.New("output record is larger than the output topic allows")
 	ErrRejected           = errors.New("a broker refused the record")
 	ErrInvalidReference   = errors.New("invalid reference record")
@@ -159,7 +164,7 @@ var allClasses = [...]Class{ClassTooLarge, ClassInvalidUTF8, ClassNotJSON, Class
 	ClassDuplicateField, ClassInvalidNumber, ClassMissingKey,
 	ClassNotFramed, ClassUnknownSchema, ClassUndecodable, ClassNoNumberField,
 	ClassTooDeep, ClassTooManyElements, ClassSchemaNotAllowed,
-	ClassUnknownServer, ClassUnknownWorker, ClassFutureNumber, ClassKeyMismatch,
+	ClassUnknownServer, ClassUnknownWorker, ClassFutureNumber, ClassKeyMismatch, ClassNumberTaken,
 	ClassOutputTooLarge, ClassRejected}
 
 // Classes returns every class, in the order of precedence.
@@ -204,6 +209,8 @@ func (c Class) Err() error {
 		return ErrFutureNumber
 	case ClassKeyMismatch:
 		return ErrKeyMismatch
+	case ClassNumberTaken:
+		return ErrNumberTaken
 	case ClassOutputTooLarge:
 		return ErrOutputTooLarge
 	case ClassRejected:

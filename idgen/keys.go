@@ -29,11 +29,16 @@ var ErrKeyStore = errors.New("idgen: unexpected reply from the idempotency key s
 // spread over every slot by their own hash; a key longer than 128 bytes, or
 // containing a brace (which would act as a hash tag), is stored as
 // "<prefix>:key:#<base64url sha256 of it>".
+//
+// With IndexNumbers the store also keeps each number's key.
 type KeyStore struct {
 	client redis.Cmdable
 	prefix string
 	ttl    time.Duration
 	wait   *waiter
+	// numPrefix is the prefix of the number index ("" when off).
+	numPrefix string
+	base      string // the prefix given to NewKeyStore
 }
 
 // NewKeyStore returns a KeyStore on client. prefix "" means DefaultPrefix;
@@ -51,8 +56,17 @@ func NewKeyStore(client redis.Cmdable, prefix string, ttl time.Duration) (*KeySt
 	if ttl == 0 {
 		ttl = DefaultKeyTTL
 	}
-	return &KeyStore{client: client, prefix: prefix + ":key:", ttl: ttl}, nil
+	return &KeyStore{client: client, prefix: prefix + ":key:", ttl: ttl, base: prefix}, nil
 }
+
+// IndexNumbers makes the store keep, beside each key's number, the
+// number's key ("<prefix>:num:<number>", for the same TTL), so that a
+// Prefilled claim of a number that another key holds is refused
+// (Claim.Taken) instead of claimed: an order that arrives with the number
+// of another order is caught before it reaches the output. It costs one
+// more Redis key per claim. The index knows the numbers claimed while it
+// is on; with Durable, its writes are not waited for.
+func (s *KeyStore) IndexNumbers() { s.numPrefix = s.base + ":num:" }
 
 // Durable makes every claim round trip wait for d.Replicas replicas (WAIT,
 // on the connection of each primary that took claims) before any claimed
@@ -91,16 +105,24 @@ func (s *KeyStore) NotReplicated() uint64 {
 // was first claimed by a different source; a claim from the same source (a
 // record read again after an aborted transaction) is not a repeat and gets
 // the same number as before.
+//
+// Prefilled says Number is the record's own (it arrived with it), not one
+// issued for it. With IndexNumbers, Taken says a Prefilled claim's number
+// already belongs to another key: the key was not claimed, and Number is
+// unchanged.
 type Claim struct {
-	Key    []byte
-	Source string
-	Number int64
-	Repeat bool
+	Key       []byte
+	Source    string
+	Number    int64
+	Repeat    bool
+	Prefilled bool
+	Taken     bool
 }
 
 // Claims settles every claim in one pipelined round trip per Redis primary
 // (on Redis Cluster the keys spread over the slots of every primary, and
-// the primaries are asked in parallel). Claims of the same key in one call
+// the primaries are asked in parallel; with IndexNumbers, Prefilled claims
+// take one round trip more, first). Claims of the same key in one call
 // are settled in order, so the first one wins. On error no claim is settled
 // and the caller must not use any of the numbers.
 func (s *KeyStore) Claims(ctx context.Context, claims []Claim) error {
@@ -110,6 +132,10 @@ func (s *KeyStore) Claims(ctx context.Context, claims []Claim) error {
 	keys := make([]string, len(claims))
 	for i := range claims {
 		keys[i] = s.redisKey(claims[i].Key)
+		claims[i].Taken = false
+	}
+	if err := s.takenNumbers(ctx, claims, keys); err != nil {
+		return err
 	}
 	cmds := make([]*redis.StatusCmd, len(claims))
 	var err error
@@ -117,16 +143,22 @@ func (s *KeyStore) Claims(ctx context.Context, claims []Claim) error {
 		// go-redis splits a cluster pipeline by node by itself.
 		pipe := s.client.Pipeline()
 		s.queue(ctx, pipe, claims, keys, cmds, nil)
+		s.queueIndex(ctx, pipe, claims, keys)
 		if _, err = pipe.Exec(ctx); errors.Is(err, redis.Nil) {
 			err = nil
 		}
-	} else {
-		err = s.claimDurably(ctx, claims, keys, cmds)
+	} else if err = s.claimDurably(ctx, claims, keys, cmds); err == nil && s.numPrefix != "" {
+		pipe := s.client.Pipeline()
+		s.queueIndex(ctx, pipe, claims, keys)
+		_, err = pipe.Exec(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("idgen: claim %d idempotency keys: %w", len(claims), clusterErr(err))
 	}
 	for i, cmd := range cmds {
+		if cmd == nil {
+			continue // taken: not claimed
+		}
 		old, err := cmd.Result()
 		if errors.Is(err, redis.Nil) {
 			continue // the first claim: ours
@@ -145,12 +177,74 @@ func (s *KeyStore) Claims(ctx context.Context, claims []Claim) error {
 	return nil
 }
 
+// takenNumbers, with the index on, records the key of every Prefilled
+// claim's number unless another key holds it already, in which case the
+// claim is Taken: one pipelined SET NX GET per Prefilled claim, before
+// any key is claimed, so that a taken number never becomes a key's.
+func (s *KeyStore) takenNumbers(ctx context.Context, claims []Claim, keys []string) error {
+	if s.numPrefix == "" {
+		return nil
+	}
+	var pipe redis.Pipeliner
+	cmds := make([]*redis.StatusCmd, len(claims))
+	for i := range claims {
+		if claims[i].Prefilled {
+			if pipe == nil {
+				pipe = s.client.Pipeline()
+			}
+			cmds[i] = pipe.SetArgs(ctx, s.numKey(claims[i].Number), keys[i], redis.SetArgs{Mode: "NX", Get: true, TTL: s.ttl})
+		}
+	}
+	if pipe == nil {
+		return nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("idgen: check %d pre-filled numbers: %w", len(claims), clusterErr(err))
+	}
+	for i, cmd := range cmds {
+		if cmd == nil {
+			continue
+		}
+		owner, err := cmd.Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			// The number's first claim: ours.
+		case err != nil:
+			return fmt.Errorf("idgen: check a pre-filled number: %w", err)
+		default:
+			claims[i].Taken = owner != keys[i]
+		}
+	}
+	return nil
+}
+
+// queueIndex adds to p, with the index on, the SET NX of the number of
+// every claim that is not Prefilled (those are indexed by takenNumbers):
+// a number issued for a key is that key's from now on.
+func (s *KeyStore) queueIndex(ctx context.Context, p redis.Pipeliner, claims []Claim, keys []string) {
+	if s.numPrefix == "" {
+		return
+	}
+	for i := range claims {
+		if !claims[i].Prefilled {
+			p.SetArgs(ctx, s.numKey(claims[i].Number), keys[i], redis.SetArgs{Mode: "NX", TTL: s.ttl})
+		}
+	}
+}
+
+func (s *KeyStore) numKey(n int64) string {
+	return s.numPrefix + strconv.FormatInt(n, 10)
+}
+
 // queue adds the SET NX GET of the claims at idx (all of them if idx is
-// nil) to p.
+// nil) to p; a Taken claim is skipped (its cmd stays nil).
 func (s *KeyStore) queue(ctx context.Context, p redis.Pipeliner, claims []Claim, keys []string, cmds []*redis.StatusCmd, idx []int) {
 	var val []byte
 	one := func(i int) {
 		c := &claims[i]
+		if c.Taken {
+			return
+		}
 		val = append(strconv.AppendInt(val[:0], c.Number, 10), '|')
 		val = append(val, c.Source...)
 		cmds[i] = p.SetArgs(ctx, keys[i], string(val), redis.SetArgs{Mode: "NX", Get: true, TTL: s.ttl})
@@ -217,6 +311,7 @@ func (s *KeyStore) redisKey(key []byte) string {
 //	{<prefix>}:seq:<server>:<worker>  the sequencer's state (RedisSequencer)
 //	{<prefix>}:layout                 the layout the sequencer was set up with
 //	<prefix>:key:<key>                an idempotency key's number (KeyStore)
+//	<prefix>:num:<number>             a number's idempotency key (KeyStore.IndexNumbers)
 //	<prefix>:replay:<replay id>       a replay's resolved ranges (ReplayKey)
 
 // ReplayKey is the key under which a replay keeps the offsets its bounds

@@ -142,3 +142,60 @@ func BenchmarkKeyStoreClaims(b *testing.B) {
 		b.ReportMetric(float64(used), "redis-bytes/key")
 	}
 }
+
+// With the number index, a pre-filled number that another key holds is
+// Taken, and its key is not claimed; the same number with its own key, a
+// number no key holds yet, and issued numbers pass as before. Without the
+// index nothing is Taken.
+func TestKeyStoreNumberIndex(t *testing.T) {
+	r := testenv.RedisServer(t)
+	c := r.Client(t)
+	ctx := context.Background()
+	s := keyStore(t, c, time.Hour)
+	s.IndexNumbers()
+	issued := []Claim{
+		{Key: []byte("ORD-A"), Source: "in/0/0", Number: 500},
+		{Key: []byte("ORD-B"), Source: "in/0/1", Number: 501},
+	}
+	if err := s.Claims(ctx, issued); err != nil {
+		t.Fatal(err)
+	}
+	claims := []Claim{
+		{Key: []byte("ORD-C"), Source: "in/0/2", Number: 500, Prefilled: true}, // ORD-A's number, a new key
+		{Key: []byte("ORD-A"), Source: "in/0/3", Number: 500, Prefilled: true}, // its own number again
+		{Key: []byte("ORD-D"), Source: "in/0/4", Number: 777, Prefilled: true}, // a number no key holds
+		{Key: []byte("ORD-E"), Source: "in/0/5", Number: 777, Prefilled: true}, // now ORD-D's
+		{Key: []byte("ORD-F"), Source: "in/0/6", Number: 502},                  // issued
+	}
+	if err := s.Claims(ctx, claims); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		n             int64
+		taken, repeat bool
+	}{{500, true, false}, {500, false, true}, {777, false, false}, {777, true, false}, {502, false, false}}
+	for i, w := range want {
+		if c := claims[i]; c.Number != w.n || c.Taken != w.taken || c.Repeat != w.repeat {
+			t.Errorf("claim %d (%s) = %+v, want number %d taken %v repeat %v", i, c.Key, c, w.n, w.taken, w.repeat)
+		}
+	}
+	// A taken claim left its key unclaimed: ORD-C can still get a number.
+	if n, err := c.Exists(ctx, s.redisKey([]byte("ORD-C")), s.redisKey([]byte("ORD-E"))).Result(); err != nil || n != 0 {
+		t.Fatalf("keys of taken claims exist: %d, %v", n, err)
+	}
+	if ttl, err := c.PTTL(ctx, s.numKey(500)).Result(); err != nil || ttl <= 59*time.Minute || ttl > time.Hour {
+		t.Fatalf("the index's ttl = %s, %v; want about an hour", ttl, err)
+	}
+
+	off := keyStore(t, c, time.Hour)
+	if err := off.Claims(ctx, []Claim{{Key: []byte("ORD-A"), Source: "x/0/0", Number: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	other := []Claim{{Key: []byte("ORD-C"), Source: "x/0/1", Number: 1, Prefilled: true}}
+	if err := off.Claims(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if other[0].Taken || other[0].Number != 1 {
+		t.Fatalf("without the index: %+v, want number 1, not taken", other[0])
+	}
+}

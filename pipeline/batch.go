@@ -228,21 +228,7 @@ func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kg
 			}
 			ok, err = b.number(ctx, i, r, in, id, repeat)
 		case in.Kind == codec.HasNumber:
-			k := b.keyClaim(i - from)
-			switch {
-			case k < 0 || b.claims[k].Number == in.Number:
-				// Passed through byte for byte; the headers say so too.
-				b.emit(i, r, b.b.cfg.output, b.b.outParts, r.Value, in.Number)
-				if b.fitsOutput(i, r) {
-					b.counts.passthrough++
-				}
-			case b.b.cfg.judge.renumber:
-				// The key's number, as for any record of the same key.
-				b.why[i] = codec.ClassKeyMismatch
-				ok, err = b.number(ctx, i, r, in.Renumber(), b.claims[k].Number, b.claims[k].Repeat)
-			default:
-				b.deadLetterClass(i, r, codec.ClassKeyMismatch, mismatch(in.Number, b.claims[k].Number))
-			}
+			ok, err = b.withNumber(ctx, i, r, in, b.keyClaim(i-from))
 		default:
 			b.deadLetter(i, r, in)
 		}
@@ -292,6 +278,33 @@ func (b *shard) number(ctx context.Context, i int, r *kgo.Record, in codec.Inspe
 		b.counts.renumbered[why]++
 	}
 	b.counts.numbered++
+	return true, nil
+}
+
+// withNumber builds the output of input i, which arrived with a number
+// the judge believes (in, its HasNumber inspection), against its key's
+// claim k (negative: none). ok is as for number.
+func (b *shard) withNumber(ctx context.Context, i int, r *kgo.Record, in codec.Inspection, k int) (ok bool, err error) {
+	switch {
+	case k >= 0 && b.claims[k].Taken:
+		// Another order's number. Renumbering it would need a fresh
+		// number reserved before the key store's check, which the batch
+		// does not take: it is dead-lettered under
+		// --on-rejected-number renumber too.
+		b.deadLetterClass(i, r, codec.ClassNumberTaken, taken(in.Number))
+	case k < 0 || b.claims[k].Number == in.Number:
+		// Passed through byte for byte; the headers say so too.
+		b.emit(i, r, b.b.cfg.output, b.b.outParts, r.Value, in.Number)
+		if b.fitsOutput(i, r) {
+			b.counts.passthrough++
+		}
+	case b.b.cfg.judge.renumber:
+		// The key's number, as for any record of the same key.
+		b.why[i] = codec.ClassKeyMismatch
+		return b.number(ctx, i, r, in.Renumber(), b.claims[k].Number, b.claims[k].Repeat)
+	default:
+		b.deadLetterClass(i, r, codec.ClassKeyMismatch, mismatch(in.Number, b.claims[k].Number))
+	}
 	return true, nil
 }
 
@@ -436,7 +449,7 @@ func (b *shard) claimKeys(ctx context.Context, idem *Idempotency, from, to int) 
 		// same group reading it again (after an abort, a crash or a
 		// rebalance) is no repeat, any other reader (a replay) is.
 		src := append([]byte(b.b.cfg.eos.Group+" "), r.Topic...)
-		b.claims = append(b.claims, idgen.Claim{Key: key, Number: id,
+		b.claims = append(b.claims, idgen.Claim{Key: key, Number: id, Prefilled: b.insp[i].Kind == codec.HasNumber,
 			Source: string(codec.AppendSource(src, "", r.Partition, r.Offset))})
 	}
 	return idem.Store.Claims(ctx, b.claims)

@@ -113,3 +113,8 @@ func (j *judge) check(n int64) (codec.Class, string) {
 func mismatch(n, keys int64) string {
 	return "pre-filled number " + strconv.FormatInt(n, 10) + ": the idempotency key already has number " + strconv.FormatInt(keys, 10)
 }
+
+// taken is the message of a number_taken.
+func taken(n int64) string {
+	return "pre-filled number " + strconv.FormatInt(n, 10) + ": another idempotency key already has it"
+}

@@ -242,3 +242,46 @@ func TestPrefilledNumberAgainstKey(t *testing.T) {
 		})
 	}
 }
+
+// With the number index, a pre-filled number that another order's key
+// holds is dead-lettered as number_taken, under Renumber too; the number
+// with its own key, and a number no key holds, pass.
+func TestPrefilledNumberOfAnotherOrder(t *testing.T) {
+	for _, renumber := range []bool{false, true} {
+		t.Run(fmt.Sprint("renumber=", renumber), func(t *testing.T) {
+			e := pipetest.NewEnv(t, 1)
+			at := time.Now().Add(-time.Minute)
+			m, m2 := compose(t, at, 1, 1, 1), compose(t, at, 1, 1, 2)
+			store := e.KeyStore(t)
+			store.IndexNumbers()
+			// K1 was given m earlier (by this worker or another).
+			if err := store.Claims(t.Context(), []idgen.Claim{{Key: []byte("K1"), Source: "earlier/0/0", Number: m}}); err != nil {
+				t.Fatal(err)
+			}
+			in := []prefilled{
+				{value: fmt.Sprintf(`{"order_ref":"K3","order_no":"%d"}`, m), class: codec.ClassNumberTaken},
+				{value: fmt.Sprintf(`{"order_ref":"K1","order_no":"%d"}`, m), pass: true},
+				{value: fmt.Sprintf(`{"order_ref":"K4","order_no":"%d"}`, m2), pass: true},
+			}
+			produceAll(t, e, in)
+			idem := &Idempotency{Store: store, Field: "order_ref"}
+			out, dlq, _ := runUntil(t, e, len(in), WithIdempotency(idem), TrustNumbers(Trust{Renumber: renumber}))
+			if len(dlq) != 1 || len(out) != 2 {
+				t.Fatalf("%d output records, %d dead letters; want 2 and 1", len(out), len(dlq))
+			}
+			if v, _ := codec.LastHeader(dlq[0].Headers, codec.HeaderErrorClass); codec.Class(v) != codec.ClassNumberTaken {
+				t.Errorf("dead letter class %q, want number_taken", v)
+			}
+			if ref, _, _ := codec.Field(dlq[0].Value, "order_ref"); string(ref) != "K3" {
+				t.Errorf("dead letter %s, want K3's", dlq[0].Value)
+			}
+			for _, r := range out {
+				ref, _, _ := codec.Field(r.Value, "order_ref")
+				num, _ := codec.LastHeader(r.Headers, codec.HeaderNumber)
+				if want := map[string]int64{"K1": m, "K4": m2}[string(ref)]; string(num) != fmt.Sprint(want) {
+					t.Errorf("%s numbered %s, want its pre-filled %d", ref, num, want)
+				}
+			}
+		})
+	}
+}

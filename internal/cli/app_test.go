@@ -140,6 +140,7 @@ func TestUserErrorsAreOneLine(t *testing.T) {
 		{[]string{"run", "--server-id", "1", "--worker-id", "1", "--sequencer", "memory", "--log-level", "error"}, 2, "flakestream: --input-topic and --output-topic are required\n"},
 		{[]string{"run", "--server-id", "1", "--worker-id", "1", "--sequencer", "memory", "--log-level", "error", "--input-topic", "in", "--output-topic", "out", "--sasl-mechanism", "gssapi"}, 2, "flakestream: --sasl-mechanism \"gssapi\": want plain, scram-sha-256, scram-sha-512, oauthbearer or aws_msk_iam\n"},
 		{[]string{"run", "--server-id", "1", "--worker-id", "1", "--sequencer", "memory", "--log-level", "error", "--input-topic", "in", "--output-topic", "out", "--http-addr", "", "--pprof-addr", "a:b:c"}, 2, "flakestream: --pprof-addr \"a:b:c\": address a:b:c: too many colons in address\n"},
+		{[]string{"run", "--server-id", "1", "--worker-id", "1", "--sequencer", "memory", "--log-level", "error", "--input-topic", "in", "--output-topic", "out", "--http-addr", "", "--idempotency-number-index"}, 2, "flakestream: --idempotency-number-index needs --idempotency-key: the index keeps each number's idempotency key\n"},
 		{[]string{"run", "--log-level", "loud"}, 2, "flakestream: --log-level \"loud\": want trace, debug, info, warn or error\n"},
 		{[]string{"replay", "--input-topic", "in"}, 2, "flakestream: --input-topic and --output-topic are required\n"},
 		{[]string{"replay", "--input-topic", "in", "--output-topic", "out", "--from", "soon"}, 2, "flakestream: --from: "},

@@ -15,6 +15,7 @@ const (
 	flagIdempotencyTTL      = "idempotency-ttl"
 	flagIdempotencyOptional = "idempotency-optional"
 	flagOnRepeat            = "on-repeat"
+	flagNumberIndex         = "idempotency-number-index"
 )
 
 type idempotencyConfig struct {
@@ -22,6 +23,7 @@ type idempotencyConfig struct {
 	ttl      time.Duration
 	optional bool
 	onRepeat string
+	index    bool
 }
 
 func (ic *idempotencyConfig) flags() []cli.Flag {
@@ -30,6 +32,7 @@ func (ic *idempotencyConfig) flags() []cli.Flag {
 		durationFlag(flagIdempotencyTTL, &ic.ttl, idgen.DefaultKeyTTL, "how long a key keeps its number"),
 		boolFlag(flagIdempotencyOptional, &ic.optional, "number a record without the key like any other, instead of dead-lettering it as missing_key"),
 		stringFlag(flagOnRepeat, &ic.onRepeat, pipeline.DefaultOnRepeat, "a record whose key already has a number: emit it with that number and flakestream-repeat: true, or drop it (counted)"),
+		boolFlag(flagNumberIndex, &ic.index, "also keep each number's key in Redis, so that a pre-filled number another key already has (another order's) is dead-lettered as number_taken; one more Redis key per number for --idempotency-ttl"),
 	}
 }
 
@@ -39,6 +42,9 @@ func (ic *idempotencyConfig) enabled() bool { return ic.key != "" }
 // idempotency returns the idempotency the flags ask for, or nil.
 func (ic *idempotencyConfig) idempotency(rc redis.Cmdable, r *redisConfig) (*pipeline.Idempotency, error) {
 	if !ic.enabled() {
+		if ic.index {
+			return nil, usageErr("--%s needs --%s: the index keeps each number's idempotency key", flagNumberIndex, flagIdempotencyKey)
+		}
 		return nil, nil
 	}
 	spec, err := pipeline.ParseKeySpec(ic.key)
@@ -59,6 +65,9 @@ func (ic *idempotencyConfig) idempotency(rc redis.Cmdable, r *redisConfig) (*pip
 	}
 	if err := store.Durable(d); err != nil {
 		return nil, asUsage(err)
+	}
+	if ic.index {
+		store.IndexNumbers()
 	}
 	return &pipeline.Idempotency{Store: store, Field: spec.Field, Header: spec.Header, Optional: ic.optional, Drop: drop}, nil
 }
