@@ -108,8 +108,9 @@ func (s *KeyStore) NotReplicated() uint64 {
 //
 // Prefilled says Number is the record's own (it arrived with it), not one
 // issued for it. With IndexNumbers, Taken says a Prefilled claim's number
-// already belongs to another key: the key was not claimed, and Number is
-// unchanged.
+// already belongs to another key while its own key has no number: the key
+// was not claimed, and Number is unchanged. (A key that has a number is
+// claimed as without the index: the same number, or a mismatch.)
 type Claim struct {
 	Key       []byte
 	Source    string
@@ -179,20 +180,25 @@ func (s *KeyStore) Claims(ctx context.Context, claims []Claim) error {
 
 // takenNumbers, with the index on, records the key of every Prefilled
 // claim's number unless another key holds it already, in which case the
-// claim is Taken: one pipelined SET NX GET per Prefilled claim, before
-// any key is claimed, so that a taken number never becomes a key's.
+// claim is Taken unless its own key has a number (then the key's claim
+// decides: the same number, or a mismatch). One pipelined SET NX GET of
+// the number and GET of the key per Prefilled claim, before any key is
+// claimed, so that a taken number never becomes a key's; SET NX decides
+// one owner for a number however many claim it at once.
 func (s *KeyStore) takenNumbers(ctx context.Context, claims []Claim, keys []string) error {
 	if s.numPrefix == "" {
 		return nil
 	}
 	var pipe redis.Pipeliner
-	cmds := make([]*redis.StatusCmd, len(claims))
+	owners := make([]*redis.StatusCmd, len(claims))
+	held := make([]*redis.StringCmd, len(claims))
 	for i := range claims {
 		if claims[i].Prefilled {
 			if pipe == nil {
 				pipe = s.client.Pipeline()
 			}
-			cmds[i] = pipe.SetArgs(ctx, s.numKey(claims[i].Number), keys[i], redis.SetArgs{Mode: "NX", Get: true, TTL: s.ttl})
+			owners[i] = pipe.SetArgs(ctx, s.numKey(claims[i].Number), keys[i], redis.SetArgs{Mode: "NX", Get: true, TTL: s.ttl})
+			held[i] = pipe.Get(ctx, keys[i])
 		}
 	}
 	if pipe == nil {
@@ -201,18 +207,23 @@ func (s *KeyStore) takenNumbers(ctx context.Context, claims []Claim, keys []stri
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("idgen: check %d pre-filled numbers: %w", len(claims), clusterErr(err))
 	}
-	for i, cmd := range cmds {
+	for i, cmd := range owners {
 		if cmd == nil {
 			continue
 		}
 		owner, err := cmd.Result()
+		if errors.Is(err, redis.Nil) {
+			continue // the number's first claim: ours
+		}
+		if err != nil {
+			return fmt.Errorf("idgen: check a pre-filled number: %w", err)
+		}
+		_, err = held[i].Result()
 		switch {
 		case errors.Is(err, redis.Nil):
-			// The number's first claim: ours.
-		case err != nil:
-			return fmt.Errorf("idgen: check a pre-filled number: %w", err)
-		default:
 			claims[i].Taken = owner != keys[i]
+		case err != nil:
+			return fmt.Errorf("idgen: check a pre-filled number's key: %w", err)
 		}
 	}
 	return nil

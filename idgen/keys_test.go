@@ -144,8 +144,10 @@ func BenchmarkKeyStoreClaims(b *testing.B) {
 }
 
 // With the number index, a pre-filled number that another key holds is
-// Taken, and its key is not claimed; the same number with its own key, a
-// number no key holds yet, and issued numbers pass as before. Without the
+// Taken when its own key has no number, and its key is not claimed; the
+// same number with its own key, a number no key holds yet, and issued
+// numbers pass as before, and a key that has a number is claimed as
+// without the index (a mismatch shows as the key's number). Without the
 // index nothing is Taken.
 func TestKeyStoreNumberIndex(t *testing.T) {
 	r := testenv.RedisServer(t)
@@ -166,6 +168,7 @@ func TestKeyStoreNumberIndex(t *testing.T) {
 		{Key: []byte("ORD-D"), Source: "in/0/4", Number: 777, Prefilled: true}, // a number no key holds
 		{Key: []byte("ORD-E"), Source: "in/0/5", Number: 777, Prefilled: true}, // now ORD-D's
 		{Key: []byte("ORD-F"), Source: "in/0/6", Number: 502},                  // issued
+		{Key: []byte("ORD-B"), Source: "in/0/7", Number: 500, Prefilled: true}, // ORD-A's, but ORD-B has one: a mismatch
 	}
 	if err := s.Claims(ctx, claims); err != nil {
 		t.Fatal(err)
@@ -173,7 +176,7 @@ func TestKeyStoreNumberIndex(t *testing.T) {
 	want := []struct {
 		n             int64
 		taken, repeat bool
-	}{{500, true, false}, {500, false, true}, {777, false, false}, {777, true, false}, {502, false, false}}
+	}{{500, true, false}, {500, false, true}, {777, false, false}, {777, true, false}, {502, false, false}, {501, false, true}}
 	for i, w := range want {
 		if c := claims[i]; c.Number != w.n || c.Taken != w.taken || c.Repeat != w.repeat {
 			t.Errorf("claim %d (%s) = %+v, want number %d taken %v repeat %v", i, c.Key, c, w.n, w.taken, w.repeat)

@@ -117,6 +117,17 @@ func stormPoisons() []poison {
 			}
 			return stormRec{key: key, value: []byte(`{"order_ref":"` + string(key) + `","order_no":"` + other + `"}`)}, true
 		}},
+		// A new order carrying another order's number: its key holds no
+		// number yet, so only the number index
+		// (--idempotency-number-index) tells that the number is taken.
+		poison{name: "another order's number, a new key", class: codec.ClassNumberTaken, make: func(k int, tl *tail) (stormRec, bool) {
+			_, other, ok := tl.numberedPair()
+			if !ok {
+				return stormRec{}, false
+			}
+			key := "NEW-" + strconv.Itoa(k)
+			return stormRec{key: []byte(key), value: []byte(`{"order_ref":"` + key + `","order_no":"` + other + `"}`)}, true
+		}},
 	)
 }
 
@@ -216,9 +227,10 @@ func stormEnv(t *testing.T) *harness.Env {
 // one after the other, so that a shared machine's load, which moves the
 // p99 more than the storm does, weighs on both alike.
 //
-// The orders carry an idempotency key (the record key), so that an order
-// that comes again with another order's number is dead-lettered
-// key_mismatch. The output refuses records over an hour old, so that a
+// The orders carry an idempotency key (the record key), with the number
+// index, so that an order that comes again with another order's number is
+// dead-lettered key_mismatch, and a new order with another order's number
+// number_taken. The output refuses records over an hour old, so that a
 // two-day-old order is refused by the broker alone and dead-lettered
 // rejected: the broker's check is one the worker does not make itself, and
 // it touches no other record of the row (a null key to a compacted topic
@@ -232,7 +244,7 @@ func stormEnv(t *testing.T) *harness.Env {
 func TestFaultPoisonStorm(t *testing.T) {
 	clean, e := stormEnv(t), stormEnv(t)
 	secs := stormSeconds(t, clean)
-	args := []string{"--idempotency-key", "key"}
+	args := []string{"--idempotency-key", "key", "--idempotency-number-index"}
 	var rare *poison
 	if e.Kafka.Real() {
 		rare = &stormRejected // kfake takes the topic setting but does not enforce it
