@@ -25,6 +25,7 @@ func denied(err error) bool {
 const (
 	aclSequencer = "-@all +evalsha +eval +hmget +hset +time ~{flakestream}:*"
 	aclKeys      = "+set ~flakestream:key:*"
+	aclIndex     = "+get ~flakestream:num:*"
 	aclWait      = "+info +wait"
 )
 
@@ -40,7 +41,7 @@ func TestRedisACLRulesAreExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rule := range []string{aclSequencer, aclKeys, aclWait} {
+	for _, rule := range []string{aclSequencer, aclKeys, aclIndex, aclWait} {
 		if !strings.Contains(string(docs), "`"+rule+"`") {
 			t.Errorf("docs/redis.md does not give the rule `%s`", rule)
 		}
@@ -75,6 +76,18 @@ func TestRedisACLRulesAreExact(t *testing.T) {
 				return err
 			}
 			return ks.Claims(ctx, []Claim{{Key: []byte("order-1"), Source: "orders/0/1", Number: 42}})
+		}},
+		{"index", aclSequencer + " " + aclKeys + " " + aclIndex, func(ctx context.Context, c redis.UniversalClient) error {
+			if err := reserve(Durability{})(ctx, c); err != nil {
+				return err
+			}
+			ks, err := NewKeyStore(c, "", 0)
+			if err != nil {
+				return err
+			}
+			ks.IndexNumbers()
+			return ks.Claims(ctx, []Claim{{Key: []byte("order-1"), Source: "orders/0/1", Number: 42},
+				{Key: []byte("order-2"), Source: "orders/0/2", Number: 43, Prefilled: true}})
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
