@@ -75,6 +75,7 @@ type Loop struct {
 	lastErr            atomic.Pointer[error]
 	committed, aborted atomic.Int64
 	clock              phaseClock // marks for Metrics.Phases
+	markers            *markers   // the last commit's, until the next transaction takes them
 }
 
 // New validates cfg and returns a loop that runs step and reports to m. It
@@ -163,6 +164,7 @@ func (l *Loop) transactional(ctx context.Context, r *retry) error {
 		return fmt.Errorf("%w: kafka client: %w", ErrFatal, err)
 	}
 	defer l.closeTransactional(txn)
+	l.markers = nil // the last session's, on its own client
 	cl := txn.Client()
 	produceTo, err := l.start(ctx, cl)
 	if err != nil {

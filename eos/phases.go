@@ -19,7 +19,9 @@ const (
 	// PhasePoll: the poll, waiting for records when the input is idle.
 	PhasePoll = "poll"
 	// PhaseProcess: the step's work (the worker: numbering, encoding and
-	// handing each record to the producer, which sends it meanwhile).
+	// handing each record to the producer, which sends it meanwhile),
+	// and the first produce's wait for the markers of the transaction
+	// before (Config.MarkerWait).
 	PhaseProcess = "process"
 	// PhaseFlush: waiting for the records still buffered or in flight.
 	PhaseFlush = "produce_flush"

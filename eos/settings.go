@@ -148,6 +148,11 @@ type Config struct {
 	// the same transaction (see Loop.topUp): what arrived during the last
 	// transaction is committed one transaction sooner. Default 0: off.
 	TopUpWait time.Duration
+	// MarkerWait, in Transactional mode, bounds how long the first
+	// produce of a transaction waits for the coordinator to finish the
+	// markers of the transaction before it (see markers): default
+	// DefaultMarkerWait, negative turns the wait off.
+	MarkerWait time.Duration
 	// LagEvery is how often the lag gauge is refreshed; default 10s.
 	LagEvery time.Duration
 	// MetricsNamespace is the namespace of franz-go's client metrics
@@ -215,6 +220,7 @@ func (s *Config) validateCommon() error {
 	def(&s.BackoffMax, DefaultBackoffMax)
 	def(&s.TopicWait, DefaultTopicWait)
 	def(&s.IdleGuard, s.TransactionTimeout)
+	def(&s.MarkerWait, DefaultMarkerWait)
 	if s.MaxPollRecords == 0 {
 		s.MaxPollRecords = DefaultMaxPollRecords
 	}

@@ -22,11 +22,13 @@ type Tx struct {
 	sess    *kgo.GroupTransactSession
 	promise *kgo.FirstErrPromise
 	refused atomic.Pointer[kgo.Record] // the first record the brokers refused for want of a right
+	markers *markers                   // the last transaction's markers, which the first produce waits for
 }
 
 // Produce produces r in the transaction, asynchronously; a failure aborts
 // the transaction at its end. Safe for concurrent use.
 func (t *Tx) Produce(ctx context.Context, r *kgo.Record) {
+	t.markers.wait(ctx)
 	done := t.promise.Promise()
 	t.sess.Produce(ctx, r, func(r *kgo.Record, err error) {
 		t.note(r, err)
@@ -37,6 +39,7 @@ func (t *Tx) Produce(ctx context.Context, r *kgo.Record) {
 // ProduceSync produces r and waits for it (for baselines that measure the
 // cost of waiting per record); a failure also aborts the transaction.
 func (t *Tx) ProduceSync(ctx context.Context, r *kgo.Record) error {
+	t.markers.wait(ctx)
 	err := t.sess.ProduceSync(ctx, r).FirstErr()
 	t.note(r, err)
 	t.promise.Promise()(r, err)
@@ -72,7 +75,7 @@ func (l *Loop) transact(ctx context.Context, sess *kgo.GroupTransactSession, fet
 	endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.ShutdownTimeout)
 	defer cancel()
 
-	tx := &Tx{sess: sess, promise: kgo.AbortingFirstErrPromise(sess.Client())}
+	tx := l.newTx(sess)
 	data := l.trim(fetches)
 	if data {
 		if err := l.step.Process(ctx, tx, fetches); err != nil {
@@ -134,12 +137,21 @@ func (l *Loop) transact(ctx context.Context, sess *kgo.GroupTransactSession, fet
 		l.cfg.Logger.Info(l.cfg.Name+" transaction aborted by a rebalance; its records will be processed again", "records", fetches.NumRecords())
 		return false, nil
 	}
+	l.markers = l.awaitMarkers(ctx, sess.Client())
 	l.countCommit()
 	l.observe(times)
 	if !data {
 		return true, nil
 	}
 	return true, l.step.Committed()
+}
+
+// newTx is the open transaction of a batch, which takes the last
+// commit's markers to wait for.
+func (l *Loop) newTx(sess *kgo.GroupTransactSession) *Tx {
+	tx := &Tx{sess: sess, promise: kgo.AbortingFirstErrPromise(sess.Client()), markers: l.markers}
+	l.markers = nil
+	return tx
 }
 
 // rerouted marks err, the failure of a batch the step saw abort, to be
