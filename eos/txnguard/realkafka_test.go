@@ -37,13 +37,7 @@ func TestGuardOnRealKafka(t *testing.T) {
 	k := testenv.RealKafka(t, testenv.KafkaSecured(testenv.ClientAuthRequired))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rs, err := k.Admin(t).AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "transaction.partition.verification.enable", Value: kadm.StringPtr("false")}})
-	for _, r := range rs {
-		if err == nil && r.Err != nil {
-			err = r.Err
-		}
-	}
-	if err != nil {
+	if err := testenv.TxnVerification(ctx, k.Admin(t), false); err != nil {
 		t.Fatalf("turn partition verification off: %v", err)
 	}
 	for _, tc := range []struct {

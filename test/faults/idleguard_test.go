@@ -7,7 +7,6 @@ import (
 
 	"github.com/flakestream/flakestream/internal/orders"
 	"github.com/flakestream/flakestream/test/testenv"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kversion"
 )
@@ -40,8 +39,14 @@ func TestIdleWorkerEndsPendingOffsets(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	adm := e.Kafka.Admin(t)
-	verification(ctx, t, adm, false)
-	t.Cleanup(func() { verification(context.Background(), t, adm, true) })
+	if err := testenv.TxnVerification(ctx, adm, false); err != nil {
+		t.Error(err)
+	}
+	t.Cleanup(func() {
+		if err := testenv.TxnVerification(context.Background(), adm, true); err != nil {
+			t.Error(err)
+		}
+	})
 	txns, err := adm.DescribeTransactions(ctx, tid)
 	if err != nil {
 		t.Fatal(err)
@@ -79,25 +84,5 @@ func TestIdleWorkerEndsPendingOffsets(t *testing.T) {
 	e.Produce(t, 200, orders.Mix{})
 	if rep := e.Check(t, 2*time.Minute); !rep.OK() {
 		t.Fatalf("after the pending offsets were ended: %s", rep)
-	}
-}
-
-// verification turns the brokers' transaction.partition.verification.enable
-// off, or back to its default: with it on, a broker asks the coordinator
-// before it takes a TxnOffsetCommit, and the lost marker cannot be made.
-func verification(ctx context.Context, t *testing.T, adm *kadm.Client, on bool) {
-	t.Helper()
-	c := kadm.AlterConfig{Name: "transaction.partition.verification.enable", Value: kadm.StringPtr("false")}
-	if on {
-		c = kadm.AlterConfig{Op: kadm.DeleteConfig, Name: c.Name}
-	}
-	rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{c})
-	for _, r := range rs {
-		if err == nil && r.Err != nil {
-			err = r.Err
-		}
-	}
-	if err != nil {
-		t.Errorf("transaction.partition.verification.enable on=%v: %v", on, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -72,4 +73,25 @@ func OffsetUnstable(ctx context.Context, cl *kgo.Client, group, topic string, p 
 		}
 	}
 	return ""
+}
+
+// TxnVerification turns the brokers' transaction.partition.verification.enable
+// off, or back to its default (on): with it on, a broker asks the
+// coordinator before it takes a TxnOffsetCommit, and PendingOffset cannot
+// make its offset.
+func TxnVerification(ctx context.Context, adm *kadm.Client, on bool) error {
+	c := kadm.AlterConfig{Name: "transaction.partition.verification.enable", Value: kadm.StringPtr("false")}
+	if on {
+		c = kadm.AlterConfig{Op: kadm.DeleteConfig, Name: c.Name}
+	}
+	rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{c})
+	for _, r := range rs {
+		if err == nil && r.Err != nil {
+			err = r.Err
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("testenv: transaction.partition.verification.enable on=%v: %w", on, err)
+	}
+	return nil
 }
