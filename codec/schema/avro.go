@@ -175,8 +175,8 @@ func (p *avroPlan) record(payload []byte) (*recordPlan, int, *codec.InputError) 
 	if p.top != nil {
 		return p.top, 0, nil
 	}
-	k, j, err := readLong(payload, 0)
-	if err == nil && (k < 0 || k >= int64(len(p.branches))) {
+	k, j, err := readInt(payload, 0)
+	if err == nil && (k < 0 || int(k) >= len(p.branches)) {
 		err = errUnion
 	}
 	if err != nil {

@@ -412,3 +412,38 @@ func TestAvroReferencesAreResolvedThroughTheRegistry(t *testing.T) {
 		t.Fatalf("decoded %v", m)
 	}
 }
+
+// An Avro int (an int field, a union's branch, an enum's symbol) written
+// in more than 5 bytes is refused, as Avro's Java reader refuses it, even
+// when its value is small: a payload the walker accepts must decode
+// everywhere. The same values written canonically pass.
+func TestAvroIntLongerThanFiveBytesIsUndecodable(t *testing.T) {
+	r := newRegistry(t)
+	f := newFormat(t, r, codec.ValueAvro, nil)
+	withEnum := r.register(t, "e-value", sr.Schema{Schema: `{"type":"record","name":"E","fields":[
+		{"name":"state","type":{"type":"enum","name":"S","symbols":["NEW","PAID"]}},
+		{"name":"qty","type":"int"}]}`})
+	union := r.register(t, "u-value", sr.Schema{Schema: unionSchema})
+	long0 := []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x00} // 0 in 6 bytes
+	for _, c := range []struct {
+		name       string
+		id         int
+		good, long []byte
+	}{
+		{"enum symbol", withEnum, []byte{2, 4}, append(append([]byte{}, long0...), 4)},
+		{"int field", withEnum, []byte{2, 4}, append([]byte{2}, long0...)},
+		{"top-level union branch", union, []byte{2, 2, 'A'}, []byte{0x82, 0x80, 0x80, 0x80, 0x80, 0x00, 2, 'A'}},
+		{"nested union branch", r.register(t, "l-value", sr.Schema{Schema: linked}), []byte{2, 2, '7', 0}, append([]byte{2, 2, '7'}, long0...)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			frame := func(p []byte) []byte { return append(appendFrame(nil, c.id, nil), p...) }
+			if insp, err := f.Inspect(ctx, frame(c.good)); err != nil || insp.Kind == codec.Bad {
+				t.Fatalf("canonical payload: %v %v", insp.Err(), err)
+			}
+			insp, err := f.Inspect(ctx, frame(c.long))
+			if err != nil || insp.Class() != codec.ClassUndecodable {
+				t.Fatalf("6-byte int: class %q (%v), want %q", insp.Class(), err, codec.ClassUndecodable)
+			}
+		})
+	}
+}

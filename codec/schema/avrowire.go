@@ -21,7 +21,7 @@ var (
 	errEnum      = errors.New("enum index out of range")
 	errTrailing  = errors.New("bytes left after the record")
 	errUnsupport = errors.New("schema type not supported")
-	errInt       = errors.New("int is wider than 32 bits")
+	errInt       = errors.New("int is wider than 32 bits or longer than 5 bytes")
 )
 
 // readLong reads a long at b[i:]: Avro's zig-zag varint, which is
@@ -35,6 +35,18 @@ func readLong(b []byte, i int) (int64, int, error) {
 		return 0, i, errVarint
 	}
 	return v, i + w, nil
+}
+
+// readInt reads an int at b[i:]: a long that fits 32 bits in at most 5
+// bytes, as Avro's Java reader requires (it refuses a longer encoding, even
+// of a small value). The spec encodes a union's branch and an enum's
+// symbol as an int too.
+func readInt(b []byte, i int) (int32, int, error) {
+	v, j, err := readLong(b, i)
+	if err == nil && (j-i > 5 || v != int64(int32(v))) {
+		err = errInt
+	}
+	return int32(v), j, err
 }
 
 // readLen reads a length that must fit in what is left of b.
@@ -58,12 +70,12 @@ func skip(b []byte, i int, s avro.Schema, level int, lim *budget) (int, error) {
 	case *avro.RefSchema:
 		return skip(b, i, t.Schema(), level, lim)
 	case *avro.UnionSchema:
-		k, j, err := readLong(b, i)
+		k, j, err := readInt(b, i)
 		if err != nil {
 			return i, err
 		}
 		types := t.Types()
-		if k < 0 || k >= int64(len(types)) {
+		if k < 0 || int(k) >= len(types) {
 			return i, errUnion
 		}
 		return skip(b, j, types[k], level, lim)
@@ -94,11 +106,11 @@ func skip(b []byte, i int, s avro.Schema, level int, lim *budget) (int, error) {
 		}
 		return skipBlocks(b, i, s.Values(), true, level+1, lim)
 	case *avro.EnumSchema:
-		k, j, err := readLong(b, i)
+		k, j, err := readInt(b, i)
 		if err != nil {
 			return i, err
 		}
-		if k < 0 || k >= int64(len(s.Symbols())) {
+		if k < 0 || int(k) >= len(s.Symbols()) {
 			return i, errEnum
 		}
 		return j, nil
@@ -131,10 +143,7 @@ func skipPrimitive(b []byte, i int, t avro.Type) (int, error) {
 		}
 		return i + 1, nil
 	case avro.Int:
-		v, j, err := readLong(b, i)
-		if err == nil && (j-i > 5 || v != int64(int32(v))) {
-			err = errInt
-		}
+		_, j, err := readInt(b, i)
 		return j, err
 	case avro.Long:
 		_, j, err := readLong(b, i)
