@@ -76,3 +76,28 @@ const digitPairs = "00010203040506070809" +
 	"70717273747576777879" +
 	"80818283848586878889" +
 	"90919293949596979899"
+
+// AppendNext appends s with the decimal number it ends in increased by
+// one, carrying as far as needed: "41" becomes "42", "t/0/199"
+// "t/0/200" and "99" "100". s must end in a digit. It is AppendInt or
+// AppendSource of the next number for the price of a copy: the worker
+// formats consecutive numbers and consecutive offsets a record at a time,
+// and division by ten is most of AppendInt's cost.
+func AppendNext(dst, s []byte) []byte {
+	l := len(dst)
+	dst = append(dst, s...)
+	i := len(dst) - 1
+	for i >= l && dst[i] == '9' {
+		dst[i] = '0'
+		i--
+	}
+	if i >= l && dst[i] >= '0' && dst[i] < '9' {
+		dst[i]++
+		return dst
+	}
+	// Every digit carried: a new leading 1 after the prefix.
+	dst = append(dst, 0)
+	copy(dst[i+2:], dst[i+1:])
+	dst[i+1] = '1'
+	return dst
+}

@@ -49,3 +49,30 @@ func BenchmarkAppendInt(b *testing.B) {
 		}
 	})
 }
+
+// AppendNext of the decimal form of v, alone and after a source's prefix,
+// is the decimal form of v+1, both sides of every power of ten and for
+// random values.
+func TestAppendNextIsTheSuccessor(t *testing.T) {
+	vals := []int64{0, 1, 8, 9, 10, 19, 99, 100, 109, 199, 999, math.MaxInt64 - 1}
+	for p := int64(1); p <= math.MaxInt64/10; p *= 10 {
+		vals = append(vals, p-2, p-1, p, 10*p-1)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 100000 {
+		vals = append(vals, r.Int64N(math.MaxInt64-1), int64(r.Uint64()>>uint(r.IntN(64)+1)))
+	}
+	for _, v := range vals {
+		if v < 0 || v == math.MaxInt64 {
+			continue
+		}
+		want := strconv.AppendInt([]byte("x/"), v+1, 10)
+		if got := AppendNext([]byte("x/"), strconv.AppendInt(nil, v, 10)); string(got) != string(want) {
+			t.Fatalf("AppendNext(%d) = %q, want %q", v, got, want)
+		}
+		src := AppendSource(nil, "orders", 3, v)
+		if got, want := AppendNext(nil, src), AppendSource(nil, "orders", 3, v+1); string(got) != string(want) {
+			t.Fatalf("AppendNext(%q) = %q, want %q", src, got, want)
+		}
+	}
+}

@@ -54,6 +54,16 @@ type shard struct {
 	recs   []kgo.Record
 	src    []byte // scratch: the source of the record at hand
 
+	// The last number and source headers written, in the arena, for
+	// codec.AppendNext: consecutive numbers and offsets are mostly what
+	// a sub-batch holds. Reset by each processRange.
+	lastID        int64
+	lastNum       []byte
+	lastPartition int32
+	lastOffset    int64
+	lastTopic     string
+	lastSrc       []byte
+
 	counts counts
 	// prefilled: the sub-batch has records that keep their own number
 	// (their idempotency keys are checked against it).
@@ -184,6 +194,7 @@ func (b *shard) processRange(ctx context.Context, from, to int, produce func(*kg
 		return err
 	}
 	b.ids = b.ids[:0]
+	b.lastNum, b.lastSrc = nil, nil
 	if need > 0 {
 		if b.ids, err = b.b.numberer.AppendN(ctx, b.ids, need); err != nil {
 			return err
@@ -390,8 +401,13 @@ func (b *shard) emit(i int, r *kgo.Record, topic string, parts int32, value []by
 	n := len(b.hdrs)
 	b.hdrs = slices.Grow(b.hdrs, 2)[:n+2] // inspect made room: no copy
 	start := len(b.arena)
-	b.arena = codec.AppendInt(b.arena, id)
-	b.hdrs[n].Key, b.hdrs[n].Value = codec.HeaderNumber, b.arena[start:len(b.arena):len(b.arena)]
+	if b.lastNum != nil && id == b.lastID+1 && b.lastID >= 0 {
+		b.arena = codec.AppendNext(b.arena, b.lastNum)
+	} else {
+		b.arena = codec.AppendInt(b.arena, id)
+	}
+	b.lastID, b.lastNum = id, b.arena[start:len(b.arena):len(b.arena)]
+	b.hdrs[n].Key, b.hdrs[n].Value = codec.HeaderNumber, b.lastNum
 	b.setSourceHeader(&b.hdrs[n+1], r)
 	b.add(i, r, topic, parts, value, b.hdrs[h:len(b.hdrs):len(b.hdrs)])
 }
@@ -487,8 +503,14 @@ func (b *shard) sourceHeader(r *kgo.Record) kgo.RecordHeader {
 // setSourceHeader sets *h to the source header of r, its value in the arena.
 func (b *shard) setSourceHeader(h *kgo.RecordHeader, r *kgo.Record) {
 	start := len(b.arena)
-	b.arena = codec.AppendSource(b.arena, r.Topic, r.Partition, r.Offset)
-	h.Key, h.Value = codec.HeaderSource, b.arena[start:len(b.arena):len(b.arena)]
+	if b.lastSrc != nil && r.Offset == b.lastOffset+1 && r.Partition == b.lastPartition && r.Topic == b.lastTopic {
+		b.arena = codec.AppendNext(b.arena, b.lastSrc)
+	} else {
+		b.arena = codec.AppendSource(b.arena, r.Topic, r.Partition, r.Offset)
+	}
+	b.lastSrc = b.arena[start:len(b.arena):len(b.arena)]
+	b.lastTopic, b.lastPartition, b.lastOffset = r.Topic, r.Partition, r.Offset
+	h.Key, h.Value = codec.HeaderSource, b.lastSrc
 }
 
 // add fills output record i. Input partition p goes to output partition

@@ -37,6 +37,16 @@ func TestLanes(t *testing.T) {
 	waitFor(t, 30*time.Second, func() bool { return a.Stats().In > 2000 })
 	b, runB := startLanes(t, e, 2, "b", prometheus.NewRegistry())
 	e.Produce(t, 10000, orders.Mix{BadPerMille: 10, NumberedPerMille: 20})
+	// When b's lanes get their partitions is the rebalance's business: a
+	// can drain the second batch before it ends. Orders keep coming, a
+	// thousand at a time, until both of b's lanes have committed some.
+	for round := 0; !committedAll(b.Workers()); round++ {
+		if round == 60 {
+			t.Fatal("the second process's lanes committed nothing in 60 rounds of a thousand orders: the lanes did not share the partitions")
+		}
+		e.Produce(t, 1000, orders.Mix{BadPerMille: 10, NumberedPerMille: 20})
+		waitUntil(time.Second, func() bool { return committedAll(b.Workers()) })
+	}
 	rep := e.WaitOutput(t, 90*time.Second)
 	pipetest.RequireExactlyOnce(t, rep)
 	// The lag gauge is refreshed every 10 s, the first time once the
@@ -91,6 +101,28 @@ func laneSeries(t *testing.T, reg *prometheus.Registry) map[string]map[string]bo
 		}
 	}
 	return lanes
+}
+
+// committedAll reports whether every worker has committed a transaction.
+func committedAll(ws []*Worker) bool {
+	for _, w := range ws {
+		if w.Stats().Committed == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// waitUntil polls ok for at most d and returns its last answer.
+func waitUntil(d time.Duration, ok func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
 }
 
 func waitFor(t *testing.T, d time.Duration, ok func() bool) {
