@@ -27,6 +27,9 @@ func (b *shard) source(r *kgo.Record) []byte {
 // not, input r goes to the DLQ instead (class output_too_large): the
 // number it was given is a gap.
 func (b *shard) fitsOutput(i int, r *kgo.Record) bool {
+	if batchBytesAtMost(&b.recs[i]) <= b.b.outMax {
+		return true
+	}
 	n := batchBytes(&b.recs[i])
 	if n <= b.b.outMax {
 		return true

@@ -60,6 +60,18 @@ func batchBytes(r *kgo.Record) int {
 	return batchOverhead + varintLen(l) + l
 }
 
+// batchBytesAtMost is a bound of batchBytes(r) from above, without the
+// varints' lengths: each is taken at its most (five bytes for a length,
+// which a record's lengths never pass). A record under its limit by this
+// bound, every record of an order stream, needs no exact count.
+func batchBytesAtMost(r *kgo.Record) int {
+	l := batchOverhead + 5 + 3 + 5 + len(r.Key) + 5 + len(r.Value) + 5
+	for _, h := range r.Headers {
+		l += 10 + len(h.Key) + len(h.Value)
+	}
+	return l
+}
+
 // varintLen is the length of n as a Kafka (zigzag) varint: seven bits a
 // byte. It is computed, not encoded, since every output record asks it a
 // dozen times.

@@ -122,3 +122,23 @@ func TestVarintLen(t *testing.T) {
 		}
 	}
 }
+
+// batchBytesAtMost is never under batchBytes, for records of every shape
+// around the lengths where a varint grows a byte, so a record it lets
+// through without the exact count always fits.
+func TestBatchBytesAtMostIsAnUpperBound(t *testing.T) {
+	lengths := []int{0, 1, 63, 64, 65, 127, 128, 8191, 8192, 8193, 1<<20 - 1, 1 << 20, 1<<21 + 3}
+	for _, k := range lengths {
+		for _, v := range lengths {
+			for headers := range 4 {
+				r := &kgo.Record{Key: make([]byte, k), Value: make([]byte, v)}
+				for h := range headers {
+					r.Headers = append(r.Headers, kgo.RecordHeader{Key: strings.Repeat("h", lengths[(h+k)%len(lengths)]%200), Value: make([]byte, lengths[(h+v)%len(lengths)])})
+				}
+				if at, exact := batchBytesAtMost(r), batchBytes(r); at < exact {
+					t.Fatalf("key %d, value %d, %d headers: bound %d under the exact %d", k, v, headers, at, exact)
+				}
+			}
+		}
+	}
+}
