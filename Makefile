@@ -9,12 +9,22 @@ PKGS    ?= ./...
 # 19 of its minutes, so it has room to spare.
 TESTFLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: all test test-helm test-k8s helm lint-helm lint-bench test-kafka test-kafka-cluster test-kafka-secure test-interop test-rules lint fmt vet staticcheck bench demo build fuzz clean funclen
+.PHONY: pgo all test test-helm test-k8s helm lint-helm lint-bench test-kafka test-kafka-cluster test-kafka-secure test-interop test-rules lint fmt vet staticcheck bench demo build fuzz clean funclen
 
 all: lint test
 
 build:
 	$(GO) build -o bin/flakestream .
+
+# default.pgo, the CPU profile every `go build` of the binary is optimized
+# with (Go's -pgo=auto): the worker draining a JSON backlog at its defaults
+# on Apache Kafka, three rounds of scripts/peer-bench, merged. Retake it
+# after a change to the hot path (docs/performance.md); about 8 minutes.
+pgo:
+	@set -e; dir=$$(mktemp -d); \
+	scripts/peer-bench --default --modes "flakestream franz-copy" --latency-rate 0 --profile $$dir --out $$dir/run.md; \
+	$(GO) tool pprof -proto $$dir/r*-flakestream.cpu.pprof > default.pgo; \
+	echo "default.pgo from $$dir (the run: $$dir/run.md)"
 
 test:
 	$(GO) test $(TESTFLAGS) -skip '$(SECURE_SKIP)' $(PKGS)
