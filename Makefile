@@ -23,7 +23,8 @@ build:
 # default.pgo, the CPU profile every `go build` of the binary is optimized
 # with (Go's -pgo=auto): the worker draining a JSON backlog at its defaults
 # on Apache Kafka, three rounds of scripts/peer-bench, merged. Retake it
-# after a change to the hot path (docs/performance.md); about 8 minutes.
+# after a change to the hot path (docs/performance.md); a few minutes (2
+# on the 2-core machine, builds warm).
 pgo:
 	@set -e; dir=$$(mktemp -d); \
 	scripts/peer-bench --default --modes "flakestream franz-copy" --latency-rate 0 --profile $$dir --out $$dir/run.md; \
