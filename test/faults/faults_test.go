@@ -86,10 +86,11 @@ func (r *run) crashes(k int, instance string, lanes int, flow time.Duration, n i
 		// Each kill hits a worker that works: the one restarted before
 		// has joined the group and committed since. A worker killed while
 		// its JoinGroup waits is a fault of another kind, and one kfake
-		// gets wrong: the dead joiner is kept in the group with no session
-		// timer, and when it is not the leader nothing ever removes it, so
-		// its share of the partitions never moves again (Apache Kafka
-		// expires it one session timeout after the join completes).
+		// gets wrong: half the time the dead joiner is kept in the group
+		// with no session timer, and when it is not the leader nothing
+		// ever removes it, so its share of the partitions never moves
+		// again (Apache Kafka expires it one session timeout after the
+		// join completes). test/kfakerepro reproduces it.
 		r.waitWorking(instance, lanes, 90*time.Second)
 		f := r.m.Begin(fmt.Sprintf("SIGKILL %d, restart", i+1))
 		r.p.kill(instance)
