@@ -84,7 +84,10 @@ helm:
 ARTIFACTS ?= artifacts
 E2E_PKGS  ?= ./test/faults/
 E2EFLAGS  ?= -count=1 -timeout 40m -v
-REPLAY_TESTS ?= TestReplay|TestIdempotency
+# Tests that run on kfake in `make test` and again on the real broker here:
+# replay, idempotency, and every record-size boundary (the producer's, the
+# topics' and the brokers' limits, a 5 MB order, a record the broker refuses).
+BROKER_TESTS ?= TestReplay|TestIdempotency|TestBatchBytes|TestWorker(ProducerLimit|TopicLimits|BrokerLimit|FiveMegabyteOrder|RejectedRecord)
 test-kafka:
 	@mkdir -p $(ARTIFACTS)
 	@set -e; pid=$(abspath $(ARTIFACTS))/kafka-local.pid; \
@@ -93,8 +96,8 @@ test-kafka:
 	echo "test-kafka: Apache Kafka at $$addr"; \
 	KAFKA_BROKERS=$$addr FLAKESTREAM_KAFKA_LOCAL=1 FLAKESTREAM_ARTIFACTS=$(abspath $(ARTIFACTS)) \
 		$(GO) test $(E2EFLAGS) -skip '^TestCluster|$(SECURE_SKIP)' $(E2E_PKGS); \
-	echo "test-kafka: replay and idempotency on Apache Kafka"; \
-	KAFKA_BROKERS=$$addr $(GO) test -pgo=off -count=1 -timeout 10m -run '$(REPLAY_TESTS)' ./pipeline/ ./replay/ ./test/process/ .
+	echo "test-kafka: replay, idempotency and record sizes on Apache Kafka"; \
+	KAFKA_BROKERS=$$addr $(GO) test -pgo=off -count=1 -timeout 10m -run '$(BROKER_TESTS)' ./pipeline/ ./replay/ ./test/process/ .
 	$(MAKE) test-kafka-cluster
 
 # Interop with a client the project did not write (issue 12): Confluent's
