@@ -17,13 +17,11 @@ TESTFLAGS ?= -race -count=1 -timeout 40m -pgo=off
 
 all: lint test
 
-# The commit --version prints, stamped at link time so that it is there
-# even where GOFLAGS has -buildvcs=false; "-dirty" for a modified tree, as
-# Go's own stamp has it. Empty outside a git checkout (Go's stamp, or unknown).
-COMMIT ?= $(shell r=$$(git rev-parse HEAD 2>/dev/null) && { [ -z "$$(git status --porcelain 2>/dev/null)" ] && echo $$r || echo $$r-dirty; })
-
+# -buildvcs=auto: the commit --version prints (with -dirty for a modified
+# tree) is Go's own stamp, there even where GOFLAGS holds -buildvcs=false;
+# outside a git checkout there is none, and --version says unknown.
 build:
-	$(GO) build -ldflags "-X github.com/flakestream/flakestream/internal/cli.commit=$(COMMIT)" -o bin/flakestream .
+	$(GO) build -buildvcs=auto -o bin/flakestream .
 
 # default.pgo, the CPU profile every `go build` of the binary is optimized
 # with (Go's -pgo=auto): the worker draining a JSON backlog at its defaults
